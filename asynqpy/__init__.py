@@ -1,0 +1,30 @@
+"""asynqpy: a Python task queue on Redis that speaks the wire format of Go's hibiken/asynq v0.26."""
+
+from asynqpy.client import AsyncClient, Client
+from asynqpy.errors import (
+    AsynqError,
+    DuplicateTaskError,
+    QueueNotFoundError,
+    RevokeTask,
+    SkipRetry,
+    TaskIDConflictError,
+    TaskNotFoundError,
+)
+from asynqpy.task import Task, TaskInfo, TaskState
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AsynqError",
+    "Client",
+    "DuplicateTaskError",
+    "QueueNotFoundError",
+    "RevokeTask",
+    "SkipRetry",
+    "Task",
+    "TaskIDConflictError",
+    "TaskInfo",
+    "TaskNotFoundError",
+    "TaskState",
+]

@@ -1,0 +1,161 @@
+"""Client (sync) and AsyncClient (asyncio): enqueue tasks into asynq's Redis layout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+
+from asynqpy.embedded import default_redis_url
+from asynqpy.options import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, Duration, EnqueueOptions, build_options
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
+from asynqpy.task import Task, TaskInfo, TaskState
+from asynqpy.wire import TaskMessage
+
+
+def _info(msg: TaskMessage, opts: EnqueueOptions, now: float) -> TaskInfo:
+    if opts.process_at > now:
+        state, nxt = TaskState.SCHEDULED, datetime.fromtimestamp(opts.process_at, tz=UTC)
+    elif opts.group:
+        state, nxt = TaskState.AGGREGATING, None
+    else:
+        state, nxt = TaskState.PENDING, datetime.fromtimestamp(now, tz=UTC)
+    return TaskInfo.from_message(msg, state, next_process_at=nxt)
+
+
+def _prepare(task: Task, kw: dict[str, Any], now: float) -> tuple[TaskMessage, EnqueueOptions, Call]:
+    if not isinstance(task, Task):
+        raise TypeError(f"enqueue takes a Task, not {type(task).__name__}")
+    opts = build_options(now=now, **kw)
+    msg = broker.build_message(task.type, task.payload, dict(task.headers), opts)
+    return msg, opts, broker.enqueue(msg, opts, now=now)
+
+
+class _Options:
+    """The keyword-only enqueue signature, shared by both clients."""
+
+    @staticmethod
+    def collect(queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
+                deadline: datetime | None = None, process_in: Duration | None = None,
+                process_at: datetime | None = None, unique: Duration | None = None, task_id: str | None = None,
+                retention: Duration | None = None, group: str | None = None) -> dict[str, Any]:
+        return {"queue": queue, "max_retry": max_retry, "timeout": timeout, "deadline": deadline,
+                "process_in": process_in, "process_at": process_at, "unique": unique, "task_id": task_id,
+                "retention": retention, "group": group}
+
+
+class Client:
+    """Enqueues tasks. redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server."""
+
+    def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
+        self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
+        self._runner = SyncRunner(self.redis)
+
+    def enqueue(self, task: Task, *, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
+                timeout: Duration | None = None, deadline: datetime | None = None,
+                process_in: Duration | None = None, process_at: datetime | None = None,
+                unique: Duration | None = None, task_id: str | None = None,
+                retention: Duration | None = None, group: str | None = None) -> TaskInfo:
+        """Store task for processing and return its TaskInfo.
+
+        Raises DuplicateTaskError, TaskIDConflictError, TypeError/ValueError for a bad argument,
+        and redis.ConnectionError when Redis cannot be reached.
+        """
+        now = time.time()
+        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
+                              retention, group)
+        msg, opts, call = _prepare(task, kw, now)
+        self._runner.run(call, register_queue=opts.queue)
+        return _info(msg, opts, now)
+
+    def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,
+                     max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
+                     deadline: datetime | None = None, process_in: Duration | None = None,
+                     process_at: datetime | None = None, retention: Duration | None = None,
+                     group: str | None = None, chunk: int = 1000) -> list[TaskInfo | Exception]:
+        """Enqueue many tasks with the same options, pipelined in chunks.
+
+        Returns, per task, its TaskInfo or the error it met (e.g. TaskIDConflictError); argument errors raise.
+        """
+        now = time.time()
+        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
+                              retention, group)
+        prepared = [_prepare(t, kw, now) for t in tasks]
+        out: list[TaskInfo | Exception] = []
+        if prepared:
+            self.redis.sadd(keys.QUEUES, queue)
+        for start in range(0, len(prepared), chunk):
+            part = prepared[start:start + chunk]
+            calls = [broker.enqueue(msg, opts, now=now, wake=(i == len(part) - 1))
+                     for i, (msg, opts, _) in enumerate(part)]
+            for (msg, opts, _), res in zip(part, self._runner.run_many(calls), strict=True):
+                out.append(res if isinstance(res, Exception) else _info(msg, opts, now))
+        return out
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """The asyncio twin of Client, with the same arguments and errors."""
+
+    def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
+        self.redis = connection or aredis.Redis.from_url(redis_url or default_redis_url())
+        self._runner = AsyncRunner(self.redis)
+
+    async def enqueue(self, task: Task, *, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
+                      timeout: Duration | None = None, deadline: datetime | None = None,
+                      process_in: Duration | None = None, process_at: datetime | None = None,
+                      unique: Duration | None = None, task_id: str | None = None,
+                      retention: Duration | None = None, group: str | None = None) -> TaskInfo:
+        """See Client.enqueue."""
+        now = time.time()
+        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
+                              retention, group)
+        msg, opts, call = _prepare(task, kw, now)
+        await self._runner.run(call, register_queue=opts.queue)
+        return _info(msg, opts, now)
+
+    async def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,
+                           max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
+                           deadline: datetime | None = None, process_in: Duration | None = None,
+                           process_at: datetime | None = None, retention: Duration | None = None,
+                           group: str | None = None, chunk: int = 1000) -> list[TaskInfo | Exception]:
+        """See Client.enqueue_many."""
+        now = time.time()
+        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
+                              retention, group)
+        prepared = [_prepare(t, kw, now) for t in tasks]
+        out: list[TaskInfo | Exception] = []
+        if prepared:
+            await self.redis.sadd(keys.QUEUES, queue)
+        for start in range(0, len(prepared), chunk):
+            part = prepared[start:start + chunk]
+            calls = [broker.enqueue(msg, opts, now=now, wake=(i == len(part) - 1))
+                     for i, (msg, opts, _) in enumerate(part)]
+            for (msg, opts, _), res in zip(part, await self._runner.run_many(calls), strict=True):
+                out.append(res if isinstance(res, Exception) else _info(msg, opts, now))
+        return out
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+__all__ = ["AsyncClient", "Client"]

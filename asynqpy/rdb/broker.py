@@ -1,0 +1,206 @@
+"""Builds the script Calls for every task state transition and turns their reply codes into typed errors.
+
+Each function returns a Call; a SyncRunner or AsyncRunner runs it (alone or pipelined), so the Client,
+AsyncClient, Server and Inspector share one definition of every transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from asynqpy.errors import DuplicateTaskError, TaskIDConflictError
+from asynqpy.options import EnqueueOptions
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call, script
+from asynqpy.wire import TaskMessage
+
+STATS_TTL = 90 * 24 * 3600
+ARCHIVE_MAX_AGE = 90 * 24 * 3600
+ARCHIVE_MAX_SIZE = 10000
+
+
+def build_message(task_type: str, payload: bytes, headers: dict[str, str], opts: EnqueueOptions) -> TaskMessage:
+    """The TaskMessage asynq would write for a task with these checked options."""
+    msg = TaskMessage(
+        type=task_type, payload=payload, id=opts.task_id, queue=opts.queue, retry=opts.max_retry,
+        timeout=opts.timeout, deadline=opts.deadline, retention=opts.retention, group_key=opts.group,
+    )
+    if opts.unique_ttl:
+        msg.unique_key = keys.unique(opts.queue, task_type, payload)
+    for k, v in headers.items():
+        msg.headers[k] = v
+    return msg
+
+
+def _enqueue_reply(queue: str, task_id: str):  # type: ignore[no-untyped-def]
+    def parse(raw: Any) -> None:
+        code = int(raw)
+        if code == -1:
+            raise DuplicateTaskError(f"task already exists in queue {queue!r} (unique lock held)",
+                                     queue=queue, task_id=task_id)
+        if code == 0:
+            raise TaskIDConflictError(f"task id {task_id!r} conflicts with another task in queue {queue!r}",
+                                      queue=queue, task_id=task_id)
+    return parse
+
+
+def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True) -> Call:
+    """The Call that stores a new task in pending, scheduled or its group, as asynq routes it.
+
+    The reply parser raises DuplicateTaskError (unique lock held) or TaskIDConflictError (id exists).
+    """
+    q, tid = opts.queue, opts.task_id
+    data = msg.SerializeToString()
+    channel = keys.WAKE_CHANNEL if wake else ""
+    parse = _enqueue_reply(q, tid)
+    if opts.process_at > now:
+        if opts.unique_ttl:
+            ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
+            return Call(script("schedule_unique"), [msg.unique_key, keys.task(q, tid), keys.scheduled(q)],
+                        [tid, ttl, repr(opts.process_at), data, channel, q], parse)
+        return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q)],
+                    [data, repr(opts.process_at), tid, channel, q], parse)
+    if opts.group:
+        k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
+        a: list[Any] = [data, tid, int(now), opts.group]
+        if opts.unique_ttl:
+            k.append(msg.unique_key)
+            a.append(opts.unique_ttl)
+        return Call(script("add_to_group"), k, a, parse)
+    now_ns = int(now * 1e9)
+    if opts.unique_ttl:
+        return Call(script("enqueue_unique"), [msg.unique_key, keys.task(q, tid), keys.pending(q)],
+                    [tid, opts.unique_ttl, data, now_ns, channel, q], parse)
+    return Call(script("enqueue"), [keys.task(q, tid), keys.pending(q)], [data, tid, now_ns, channel, q], parse)
+
+
+def _pairs(raw: Sequence[bytes]) -> list[tuple[str, bytes]]:
+    return [(raw[i].decode(), raw[i + 1]) for i in range(0, len(raw), 2)]
+
+
+def dequeue(q: str, *, lease_expiry: float, count: int) -> Call:
+    """Move up to count pending tasks of q to active with a lease. Reply: [(id, msg bytes)]."""
+    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
+                [repr(lease_expiry), keys.task_prefix(q), count], _pairs)
+
+
+def _ids(raw: Sequence[bytes]) -> list[str]:
+    return [r.decode() for r in raw]
+
+
+def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call:
+    """Delete finished tasks (id, unique key or '') and count them. Reply: the ids this worker no longer held."""
+    args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
+    for tid, ukey in items:
+        args += [tid, ukey]
+    return Call(script("done"), [keys.active(q), keys.lease(q), keys.processed_daily(q, now),
+                                 keys.processed_total(q)], args, _ids)
+
+
+def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now: float) -> Call:
+    """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids."""
+    args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
+    for tid, expiry, data, ukey in items:
+        args += [tid, repr(expiry), data, ukey]
+    return Call(script("mark_complete"), [keys.active(q), keys.lease(q), keys.completed(q),
+                                          keys.processed_daily(q, now), keys.processed_total(q)], args, _ids)
+
+
+def _stat_keys(q: str, now: float) -> list[str]:
+    return [keys.processed_daily(q, now), keys.failed_daily(q, now), keys.processed_total(q), keys.failed_total(q)]
+
+
+def _held(raw: Any) -> bool:
+    return int(raw) == 1
+
+
+def retry(q: str, task_id: str, data: bytes, *, retry_at: float, now: float, is_failure: bool,
+          lease_cutoff: float | None = None) -> Call:
+    """Move an active task to retry. Reply: True, or False when the task was no longer held."""
+    return Call(script("retry"),
+                [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now)],
+                [task_id, data, repr(retry_at), int(now) + STATS_TTL, "1" if is_failure else "0",
+                 "" if lease_cutoff is None else repr(lease_cutoff)], _held)
+
+
+def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: float | None = None,
+            note: str = "") -> Call:
+    """Move an active task to archived (trimmed by age and size). Reply: True, or False when not held."""
+    return Call(script("archive"),
+                [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.archived(q), *_stat_keys(q, now)],
+                [task_id, data, repr(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
+                 keys.task_prefix(q), "" if lease_cutoff is None else repr(lease_cutoff), note], _held)
+
+
+def requeue(q: str, task_id: str) -> Call:
+    """Put an active task back at the front of pending. Reply: True, or False when not held."""
+    return Call(script("requeue"), [keys.active(q), keys.lease(q), keys.pending(q), keys.task(q, task_id)],
+                [task_id], _held)
+
+
+def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None]:
+    nxt = raw[1]
+    return int(raw[0]), (float(nxt) if nxt not in (b"", "", None) else None)
+
+
+def forward(q: str, *, now: float, batch: int = 100) -> Call:
+    """Move due scheduled and retry tasks of q to pending (or their group). Reply: (moved, next due or None)."""
+    return Call(script("forward"), [keys.scheduled(q), keys.retry(q), keys.pending(q)],
+                [repr(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch], _forward_reply)
+
+
+def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call:
+    """Active tasks whose lease ended at or before cutoff. Reply: [(id, msg bytes or b'')]."""
+    return Call(script("list_lease_expired"), [keys.lease(q)], [repr(cutoff), keys.task_prefix(q), count], _pairs)
+
+
+def drop_lost_lease(q: str, task_id: str, *, cutoff: float) -> Call:
+    """Forget an expired lease whose task hash is gone. Reply: True when dropped."""
+    return Call(script("drop_lost_lease"), [keys.lease(q), keys.active(q)],
+                [task_id, keys.task_prefix(q), repr(cutoff)], _held)
+
+
+def delete_expired_completed(q: str, *, now: float, batch: int = 100) -> Call:
+    """Delete completed tasks whose retention ran out. Reply: how many."""
+    return Call(script("delete_expired_completed"), [keys.completed(q)], [repr(now), keys.task_prefix(q), batch], int)
+
+
+def write_server_state(server_key: str, workers_key: str, *, ttl: int, info: bytes,
+                       workers: Sequence[tuple[str, bytes]]) -> Call:
+    args: list[Any] = [ttl, info]
+    for tid, data in workers:
+        args += [tid, data]
+    return Call(script("write_server_state"), [server_key, workers_key], args, int)
+
+
+def clear_server_state(server_key: str, workers_key: str) -> Call:
+    return Call(script("clear_server_state"), [server_key, workers_key], [], int)
+
+
+def aggregation_check(q: str, group: str, set_id: str, *, now: float, max_size: int, max_delay: float,
+                      grace: float, set_deadline: float) -> Call:
+    """Move a ready group into a new aggregation set. Reply: True when the set keys.aggregation_set(...) was made."""
+    return Call(script("aggregation_check"),
+                [keys.group(q, group), keys.aggregation_set(q, group, set_id), keys.aggregation_sets(q),
+                 keys.groups(q)],
+                [max_size, repr(max_delay), repr(grace), repr(set_deadline), repr(now), group], _held)
+
+
+def _aggregation_set_reply(raw: Sequence[bytes]) -> tuple[float | None, list[bytes]]:
+    return (float(raw[0]) if raw[0] else None), list(raw[1:])
+
+
+def read_aggregation_set(q: str, set_key: str) -> Call:
+    """Reply: (set deadline or None, [msg bytes])."""
+    return Call(script("read_aggregation_set"), [set_key, keys.aggregation_sets(q)], [keys.task_prefix(q)],
+                _aggregation_set_reply)
+
+
+def delete_aggregation_set(q: str, set_key: str) -> Call:
+    return Call(script("delete_aggregation_set"), [set_key, keys.aggregation_sets(q)], [keys.task_prefix(q)], int)
+
+
+def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call:
+    return Call(script("reclaim_stale_aggregation_sets"), [keys.aggregation_sets(q), keys.groups(q)],
+                [repr(now), keys.group_prefix(q)], int)

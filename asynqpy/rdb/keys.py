@@ -1,0 +1,131 @@
+"""Every Redis key asynqpy reads or writes, one function each; no key string is built anywhere else.
+
+asynq's keys (asynq:...) follow shared/asynq-spec.md section 1 exactly. Keys of our own live under
+asynqpy: so that Go asynq never trips over them; per-queue ones carry the same {queue} hash tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+QUEUES = "asynq:queues"
+SERVERS = "asynq:servers"
+WORKERS = "asynq:workers"
+SCHEDULERS = "asynq:schedulers"
+CANCEL_CHANNEL = "asynq:cancel"
+# Our own wake-up channel: producers publish the queue name so idle workers fetch at once.
+WAKE_CHANNEL = "asynqpy:wake"
+
+
+def queue_prefix(q: str) -> str:
+    """asynq:{q}: , the prefix of every key of queue q (the braces are a Redis Cluster hash tag)."""
+    return f"asynq:{{{q}}}:"
+
+
+def task_prefix(q: str) -> str:
+    return f"asynq:{{{q}}}:t:"
+
+
+def task(q: str, task_id: str) -> str:
+    return f"asynq:{{{q}}}:t:{task_id}"
+
+
+def pending(q: str) -> str:
+    return f"asynq:{{{q}}}:pending"
+
+
+def active(q: str) -> str:
+    return f"asynq:{{{q}}}:active"
+
+
+def lease(q: str) -> str:
+    return f"asynq:{{{q}}}:lease"
+
+
+def scheduled(q: str) -> str:
+    return f"asynq:{{{q}}}:scheduled"
+
+
+def retry(q: str) -> str:
+    return f"asynq:{{{q}}}:retry"
+
+
+def archived(q: str) -> str:
+    return f"asynq:{{{q}}}:archived"
+
+
+def completed(q: str) -> str:
+    return f"asynq:{{{q}}}:completed"
+
+
+def paused(q: str) -> str:
+    return f"asynq:{{{q}}}:paused"
+
+
+def state_key(q: str, state: str) -> str:
+    """The list or sorted set holding tasks of a state (not aggregating, whose tasks sit in groups)."""
+    return f"asynq:{{{q}}}:{state}"
+
+
+def utc_date(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d")
+
+
+def processed_daily(q: str, t: float) -> str:
+    return f"asynq:{{{q}}}:processed:{utc_date(t)}"
+
+
+def failed_daily(q: str, t: float) -> str:
+    return f"asynq:{{{q}}}:failed:{utc_date(t)}"
+
+
+def processed_total(q: str) -> str:
+    return f"asynq:{{{q}}}:processed"
+
+
+def failed_total(q: str) -> str:
+    return f"asynq:{{{q}}}:failed"
+
+
+def unique(q: str, task_type: str, payload: bytes | None) -> str:
+    """The uniqueness lock: md5 of the payload, or a bare trailing colon for a Go nil payload."""
+    if payload is None:
+        return f"asynq:{{{q}}}:unique:{task_type}:"
+    return f"asynq:{{{q}}}:unique:{task_type}:{hashlib.md5(payload).hexdigest()}"
+
+
+def groups(q: str) -> str:
+    return f"asynq:{{{q}}}:groups"
+
+
+def group_prefix(q: str) -> str:
+    return f"asynq:{{{q}}}:g:"
+
+
+def group(q: str, name: str) -> str:
+    return f"asynq:{{{q}}}:g:{name}"
+
+
+def aggregation_set(q: str, name: str, set_id: str) -> str:
+    return f"asynq:{{{q}}}:g:{name}:{set_id}"
+
+
+def aggregation_sets(q: str) -> str:
+    return f"asynq:{{{q}}}:aggregation_sets"
+
+
+def server_info(host: str, pid: int, server_id: str) -> str:
+    return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
+
+
+def workers(host: str, pid: int, server_id: str) -> str:
+    return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
+
+
+def scheduler_entries(scheduler_id: str) -> str:
+    return f"asynq:schedulers:{{{scheduler_id}}}"
+
+
+def scheduler_history(entry_id: str) -> str:
+    return f"asynq:scheduler_history:{entry_id}"

@@ -1,0 +1,17 @@
+-- add_to_group: a new task waits in its group for aggregation (asynq's AddToGroup[Unique]).
+-- KEYS[1] task hash   KEYS[2] group zset   KEYS[3] groups set   KEYS[4] unique lock (optional)
+-- ARGV[1] msg bytes   ARGV[2] task id   ARGV[3] now (Unix s)   ARGV[4] group name   ARGV[5] lock ttl s (with KEYS[4])
+-- returns 1 added, 0 id conflict, -1 duplicate
+if KEYS[4] then
+  local ok = redis.call("SET", KEYS[4], ARGV[2], "NX", "EX", ARGV[5])
+  if not ok then
+    return -1
+  end
+end
+if redis.call("EXISTS", KEYS[1]) == 1 then
+  return 0
+end
+redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "aggregating", "group", ARGV[4])
+redis.call("ZADD", KEYS[2], ARGV[3], ARGV[2])
+redis.call("SADD", KEYS[3], ARGV[4])
+return 1

@@ -1,0 +1,18 @@
+-- enqueue_unique: like enqueue, holding the uniqueness lock first (asynq's EnqueueUnique).
+-- KEYS[1] unique lock   KEYS[2] task hash   KEYS[3] pending list
+-- ARGV[1] task id   ARGV[2] lock ttl (whole seconds)   ARGV[3] msg bytes   ARGV[4] now (Unix ns)
+-- ARGV[5] wake channel ('' = none)   ARGV[6] queue
+-- returns 1 enqueued, 0 id conflict (the lock stays set, as in asynq), -1 duplicate (lock held)
+local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
+if not ok then
+  return -1
+end
+if redis.call("EXISTS", KEYS[2]) == 1 then
+  return 0
+end
+redis.call("HSET", KEYS[2], "msg", ARGV[3], "state", "pending", "pending_since", ARGV[4], "unique_key", KEYS[1])
+redis.call("LPUSH", KEYS[3], ARGV[1])
+if ARGV[5] ~= "" then
+  redis.call("PUBLISH", ARGV[5], ARGV[6])
+end
+return 1

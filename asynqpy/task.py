@@ -1,0 +1,99 @@
+"""Task, TaskInfo and TaskState: what producers hand in and what the broker reports back."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from asynqpy.wire import TaskMessage
+
+
+class TaskState(enum.StrEnum):
+    """asynq's state names, exactly as stored in the task hash's `state` field."""
+
+    ACTIVE = "active"
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    RETRY = "retry"
+    ARCHIVED = "archived"
+    COMPLETED = "completed"
+    AGGREGATING = "aggregating"
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Task:
+    """A unit of work: a type that routes it to a handler, opaque payload bytes, and string headers.
+
+    Raises ValueError for a blank type and TypeError for a payload that is not bytes.
+    """
+
+    type: str
+    payload: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, str):
+            raise TypeError(f"task type must be a str, not {type(self.type).__name__}")
+        if not self.type.strip():
+            raise ValueError("task type must not be blank")
+        if not isinstance(self.payload, (bytes, bytearray, memoryview)):
+            raise TypeError(
+                f"task payload must be bytes, not {type(self.payload).__name__} "
+                "(encode it first, e.g. json.dumps(obj).encode())"
+            )
+        object.__setattr__(self, "payload", bytes(self.payload))
+        headers = dict(self.headers or {})  # a private read-only copy
+        for k, v in headers.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError("task headers must map str to str")
+        object.__setattr__(self, "headers", MappingProxyType(headers))
+
+
+def _when(unix_s: int | float) -> datetime | None:
+    return datetime.fromtimestamp(unix_s, tz=UTC) if unix_s else None
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Everything known about a stored task, as asynq's TaskInfo has it.
+
+    Durations are in seconds (0 = none); times are aware UTC datetimes or None.
+    """
+
+    id: str
+    queue: str
+    type: str
+    payload: bytes
+    headers: Mapping[str, str]
+    state: TaskState
+    max_retry: int
+    retried: int
+    last_err: str
+    last_failed_at: datetime | None
+    timeout: int
+    deadline: datetime | None
+    group: str
+    next_process_at: datetime | None
+    is_orphaned: bool = False
+    retention: int = 0
+    completed_at: datetime | None = None
+    result: bytes | None = None
+
+    @classmethod
+    def from_message(cls, msg: TaskMessage, state: TaskState | str, *,
+                     next_process_at: datetime | None = None, is_orphaned: bool = False,
+                     result: bytes | None = None) -> TaskInfo:
+        return cls(
+            id=msg.id, queue=msg.queue, type=msg.type, payload=bytes(msg.payload),
+            headers=MappingProxyType(dict(msg.headers)), state=TaskState(state),
+            max_retry=msg.retry, retried=msg.retried, last_err=msg.error_msg,
+            last_failed_at=_when(msg.last_failed_at), timeout=msg.timeout, deadline=_when(msg.deadline),
+            group=msg.group_key, next_process_at=next_process_at, is_orphaned=is_orphaned,
+            retention=msg.retention, completed_at=_when(msg.completed_at), result=result,
+        )
