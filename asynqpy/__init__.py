@@ -10,7 +10,9 @@ from asynqpy.errors import (
     TaskIDConflictError,
     TaskNotFoundError,
 )
-from asynqpy.task import Task, TaskInfo, TaskState
+from asynqpy.mux import ServeMux
+from asynqpy.server import Server
+from asynqpy.task import ReceivedTask, Task, TaskInfo, TaskState
 
 __version__ = "0.1.0"
 
@@ -20,7 +22,10 @@ __all__ = [
     "Client",
     "DuplicateTaskError",
     "QueueNotFoundError",
+    "ReceivedTask",
     "RevokeTask",
+    "ServeMux",
+    "Server",
     "SkipRetry",
     "Task",
     "TaskIDConflictError",

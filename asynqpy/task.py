@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
+from typing import Any
 
 from asynqpy.wire import TaskMessage
 
@@ -97,3 +99,45 @@ class TaskInfo:
             group=msg.group_key, next_process_at=next_process_at, is_orphaned=is_orphaned,
             retention=msg.retention, completed_at=_when(msg.completed_at), result=result,
         )
+
+
+class ReceivedTask:
+    """What a handler receives: the task with its id, queue, attempt count, deadline and a result writer.
+
+    `cancelled` is set when the task is cancelled or times out, so plain-function handlers running in a
+    thread can stop early (asyncio handlers are cancelled directly).
+    """
+
+    __slots__ = ("type", "payload", "headers", "id", "queue", "retry_count", "max_retry", "deadline",
+                 "cancelled", "_writer")
+
+    def __init__(self, msg: TaskMessage, *, deadline: float, writer: Any) -> None:
+        self.type: str = msg.type
+        self.payload: bytes = msg.payload
+        self.headers: Mapping[str, str] = MappingProxyType(dict(msg.headers)) if msg.headers else _EMPTY
+        self.id: str = msg.id
+        self.queue: str = msg.queue
+        self.retry_count: int = msg.retried
+        self.max_retry: int = msg.retry
+        self.deadline: datetime = datetime.fromtimestamp(deadline, tz=UTC)
+        self.cancelled = threading.Event()
+        self._writer = writer
+
+    def write_result(self, data: bytes) -> int:
+        """Store data as this task's result (kept as long as the task; see retention). Returns its length.
+
+        Raises TypeError for non-bytes, and RuntimeError once the task was cancelled or timed out.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"result must be bytes, not {type(data).__name__}")
+        if self.cancelled.is_set():
+            raise RuntimeError("task is done (cancelled or timed out); its result can no longer be written")
+        self._writer(self.queue, self.id, bytes(data))
+        return len(data)
+
+    @property
+    def task(self) -> Task:
+        return Task(self.type, self.payload, dict(self.headers))
+
+    def __repr__(self) -> str:
+        return f"ReceivedTask(type={self.type!r}, id={self.id!r}, queue={self.queue!r}, retry={self.retry_count})"

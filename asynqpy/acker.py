@@ -1,0 +1,93 @@
+"""Acker: hands successful tasks back to Redis in batches (done, or completed with retention), per queue."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.rdb import broker
+from asynqpy.rdb.scripts import Call
+from asynqpy.runtime import Runtime
+from asynqpy.syncer import Syncer
+
+MAX_BATCH = 500
+
+
+class Acker(Loop):
+    """Collects successes and writes each queue's batch with one script call, all queues in one pipeline.
+
+    A batch goes out as soon as the previous one is answered, so acknowledgements wait for no timer; while
+    a write is in flight, new successes pile up into the next batch. Ids stay "held" (their leases keep
+    being extended) until their batch is written.
+    """
+
+    name = "acker"
+    interval = 1.0
+
+    def __init__(self, rt: Runtime, syncer: Syncer, on_acked: Callable[[list[str]], None]) -> None:
+        super().__init__()
+        self.rt = rt
+        self.syncer = syncer
+        self.on_acked = on_acked
+        self._done: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self._complete: dict[str, list[tuple[str, float, bytes, str]]] = defaultdict(list)
+        self.held: set[str] = set()
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def done(self, queue: str, task_id: str, unique_key: str) -> None:
+        self._done[queue].append((task_id, unique_key))
+        self._added(task_id)
+
+    def complete(self, queue: str, task_id: str, expiry: float, data: bytes, unique_key: str) -> None:
+        self._complete[queue].append((task_id, expiry, data, unique_key))
+        self._added(task_id)
+
+    def _added(self, task_id: str) -> None:
+        self.held.add(task_id)
+        self.idle.clear()
+        self.wake()
+
+    async def run_once(self) -> float | None:
+        while self._done or self._complete:
+            await self._flush_batch()
+        self.idle.set()
+        return None
+
+    async def on_stop(self) -> None:
+        await self.run_once()
+
+    async def _flush_batch(self) -> None:
+        now = time.time()
+        calls: list[Call] = []
+        ids: list[str] = []
+        for q in list(self._done):
+            items = self._take(self._done, q)
+            calls.append(broker.done(q, items, now=now))
+            ids += [i for i, _ in items]
+        for q in list(self._complete):
+            citems = self._take(self._complete, q)
+            calls.append(broker.mark_complete(q, citems, now=now))
+            ids += [i for i, *_ in citems]
+        try:
+            results = await self.rt.runner.run_many(calls)
+        except REDIS_DOWN:
+            results = [None] * len(calls)
+        for call, res in zip(calls, results, strict=True):
+            if res is None or isinstance(res, Exception):
+                self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name)
+        for i in ids:
+            self.held.discard(i)
+        self.on_acked(ids)
+
+    @staticmethod
+    def _take(buf: dict, q: str) -> list:  # type: ignore[type-arg]
+        items = buf[q]
+        if len(items) <= MAX_BATCH:
+            del buf[q]
+            return items
+        buf[q] = items[MAX_BATCH:]
+        return items[:MAX_BATCH]

@@ -1,0 +1,87 @@
+"""Heartbeat: extends the leases of held tasks and publishes server and worker info where Go's Inspector reads it."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from asynqpy.loop import Loop
+from asynqpy.rdb import broker, keys
+from asynqpy.runtime import Runtime
+from asynqpy.wire import ServerInfo, WorkerInfo, timestamp
+
+log = logging.getLogger("asynqpy")
+
+
+class Heartbeat(Loop):
+    """Every heartbeat_interval: ZADD XX new lease expiries, rewrite the server and workers keys (TTL 2 beats),
+    and cancel handlers whose lease lapsed because Redis could not be reached to extend it."""
+
+    name = "heartbeat"
+
+    def __init__(self, rt: Runtime, cancel: Callable[[str, str], bool], held: Callable[[], set[str]]) -> None:
+        super().__init__()
+        self.rt = rt
+        self.interval = rt.config.heartbeat_interval
+        self.cancel = cancel
+        self.held = held  # ids acknowledged in memory but not yet written
+
+    async def run_once(self) -> float | None:
+        self._cancel_lapsed()
+        now = time.time()
+        expiry = now + self.rt.config.lease_duration
+        ttl = max(2, math.ceil(2 * self.rt.config.heartbeat_interval))
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for tid, at in self.rt.active.items():
+            by_queue[at.queue].append(tid)
+        pipe = self.rt.aredis.pipeline(transaction=False)
+        for q, ids in by_queue.items():
+            pipe.zadd(keys.lease(q), dict.fromkeys(ids, expiry), xx=True)
+        pipe.zadd(keys.SERVERS, {self.rt.server_key: now + ttl})
+        pipe.zadd(keys.WORKERS, {self.rt.workers_key: now + ttl})
+        await pipe.execute()
+        for ids in by_queue.values():
+            for tid in ids:
+                at = self.rt.active.get(tid)
+                if at is not None:
+                    at.lease_expiry = expiry
+        await self.rt.runner.run(broker.write_server_state(
+            self.rt.server_key, self.rt.workers_key, ttl=ttl, info=self.server_info(now), workers=self.worker_infos()))
+        return None
+
+    def _cancel_lapsed(self) -> None:
+        now = time.time()
+        for tid, at in list(self.rt.active.items()):
+            if now > at.lease_expiry and tid not in self.held():
+                self.cancel(tid, "lease")
+
+    def server_info(self, now: float) -> bytes:
+        rt = self.rt
+        info = ServerInfo(host=rt.host, pid=rt.pid, server_id=rt.server_id, concurrency=rt.config.concurrency,
+                          strict_priority=rt.config.strict_priority, status=rt.status,
+                          active_worker_count=len(rt.active))
+        info.queues.update(rt.config.queues)
+        info.start_time.CopyFrom(timestamp(rt.started))
+        return info.SerializeToString()
+
+    def worker_infos(self) -> list[tuple[str, bytes]]:
+        rt = self.rt
+        out = []
+        for tid, at in rt.active.items():
+            w = WorkerInfo(host=rt.host, pid=rt.pid, server_id=rt.server_id, task_id=tid, task_type=at.msg.type,
+                           task_payload=at.msg.payload, queue=at.queue)
+            w.start_time.CopyFrom(timestamp(at.started))
+            w.deadline.CopyFrom(timestamp(at.deadline))
+            out.append((tid, w.SerializeToString()))
+        return out
+
+    async def clear(self) -> None:
+        """Remove this server from the indexes and delete its keys (at shutdown)."""
+        pipe = self.rt.aredis.pipeline(transaction=False)
+        pipe.zrem(keys.SERVERS, self.rt.server_key)
+        pipe.zrem(keys.WORKERS, self.rt.workers_key)
+        await pipe.execute()
+        await self.rt.runner.run(broker.clear_server_state(self.rt.server_key, self.rt.workers_key))

@@ -1,0 +1,317 @@
+"""Processor: fetches tasks in batches into free worker slots, runs their handlers, and records outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asynqpy.acker import Acker
+from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
+from asynqpy.loop import REDIS_DOWN
+from asynqpy.mux import Handler, HandlerNotFound, ServeMux
+from asynqpy.rdb import broker
+from asynqpy.rdb.scripts import Call
+from asynqpy.runtime import ActiveTask, Runtime
+from asynqpy.syncer import Syncer
+from asynqpy.task import ReceivedTask
+from asynqpy.wire import TaskMessage, decode_task_message
+
+log = logging.getLogger("asynqpy")
+
+DEFAULT_DEADLINE = 1800.0  # asynq: a task with neither timeout nor deadline gets 30 minutes
+# The error texts asynq stores, so Go's tools and ours read them alike.
+ERR_DEADLINE = "context deadline exceeded"
+ERR_CANCELED = "context canceled"
+ERR_LEASE = "asynq: task lease expired"
+
+
+def error_text(exc: BaseException) -> str:
+    if isinstance(exc, HandlerNotFound):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def task_deadline(msg: TaskMessage, now: float) -> float:
+    """asynq's rule: min(now + timeout, deadline) of those set; 30 minutes when neither is."""
+    ends = [now + msg.timeout] if msg.timeout > 0 else []
+    if msg.deadline > 0:
+        ends.append(float(msg.deadline))
+    return min(ends) if ends else now + DEFAULT_DEADLINE
+
+
+class Processor:
+    """Keeps up to `concurrency` handlers running. One dequeue script call fills all free slots of a queue;
+    successes go to the Acker in batches; failures are retried or archived by one script each."""
+
+    def __init__(self, rt: Runtime, mux: ServeMux, acker: Acker, syncer: Syncer,
+                 on_retry: Callable[[], None]) -> None:
+        self.rt = rt
+        self.cfg = rt.config
+        self.acker = acker
+        self.syncer = syncer
+        self.on_retry = on_retry
+        self.handler = mux.compile(self._run_sync)
+        self.pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency, thread_name_prefix="asynqpy-handler")
+        self.running = 0
+        self._slot = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._fetching = True
+        self._paused = False
+        self._fetch_task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def start(self) -> None:
+        self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def pause_fetching(self) -> None:
+        """Stop taking new tasks (SIGTSTP); running ones finish."""
+        self._paused = True
+
+    # fetching
+
+    async def _fetch_loop(self) -> None:
+        backoff = 0.05
+        while self._fetching:
+            free = self.cfg.concurrency - self.running
+            if free <= 0 or self._paused:
+                self._slot.clear()
+                await self._wait(self._slot, self.cfg.idle_poll_interval if self._paused else None)
+                continue
+            self._wake.clear()
+            try:
+                got = await self._dequeue(free)
+                backoff = 0.05
+            except REDIS_DOWN as exc:
+                log.warning("processor: redis unreachable: %s", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if not got:
+                await self._wait(self._wake, self.cfg.idle_poll_interval)
+                continue
+            for q, tid, data in got:
+                self._start(q, tid, data)
+
+    async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
+        if not self._fetching:
+            return
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def _dequeue(self, free: int) -> list[tuple[str, str, bytes]]:
+        expiry = time.time() + self.cfg.lease_duration
+        if self.cfg.strict_priority or len(self.cfg.queues) == 1:
+            got: list[tuple[str, str, bytes]] = []
+            for q in self.cfg.queue_order():
+                pairs = await self.rt.runner.run(broker.dequeue(q, lease_expiry=expiry, count=free - len(got)))
+                got += [(q, tid, data) for tid, data in pairs]
+                if len(got) >= free:
+                    break
+            return got
+        # Weighted: every queue gets a share of the free slots (at least one while slots last, in asynq's
+        # weighted random order), all fetched in one pipelined round trip.
+        order = self.cfg.queue_order()
+        if free < len(order):
+            shares = [1] * free + [0] * (len(order) - free)
+        else:
+            shares = [1 + x for x in _split(free - len(order), [self.cfg.queues[q] for q in order])]
+        out = await self._dequeue_shares(order, shares, expiry)
+        for q in order[free:] if not out else []:  # the queues that got no share, one at a time
+            out = await self._dequeue_shares([q], [free], expiry)
+            if out:
+                break
+        return out
+
+    async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[tuple[str, str, bytes]]:
+        calls = [(q, broker.dequeue(q, lease_expiry=expiry, count=n)) for q, n in zip(order, shares) if n > 0]
+        results = await self.rt.runner.run_many([c for _, c in calls])
+        out: list[tuple[str, str, bytes]] = []
+        for (q, _), res in zip(calls, results, strict=True):
+            if isinstance(res, Exception):
+                raise res
+            out += [(q, tid, data) for tid, data in res]
+        return out
+
+    # running
+
+    def _start(self, q: str, tid: str, data: bytes) -> None:
+        now = time.time()
+        try:
+            msg = decode_task_message(data, queue=q, task_id=tid)
+        except MalformedTaskError as exc:
+            log.error("processor: task %s in queue %s is not a valid message; archiving it", tid, q)
+            self._write(broker.archive(q, tid, data, now=now, note=str(exc)), what="archive malformed")
+            return
+        deadline = task_deadline(msg, now)
+        received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
+        at = ActiveTask(q, msg, received, now, deadline, now + self.cfg.lease_duration)
+        self.rt.active[tid] = at
+        self.running += 1
+        self._idle.clear()
+        at.handle = asyncio.create_task(self._execute(at))
+
+    async def _run_sync(self, fn: Handler, task: ReceivedTask) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, task)
+
+    async def _execute(self, at: ActiveTask) -> None:
+        outcome: BaseException | None = None
+        loop = asyncio.get_running_loop()
+        timeout = asyncio.timeout_at(loop.time() + max(0.0, at.deadline - time.time()))
+        try:
+            async with timeout:
+                await self.handler(at.received)
+        except asyncio.CancelledError:
+            outcome = _StopRequested(at.stop_reason)
+        except TimeoutError as exc:
+            outcome = _DeadlineExceeded() if timeout.expired() else exc
+        except BaseException as exc:  # noqa: BLE001 - every handler failure is recorded, none escapes
+            outcome = exc
+        finally:
+            self.running -= 1
+            self._slot.set()
+        if outcome is not None:
+            at.received.cancelled.set()
+        await self._finish(at, outcome)
+        if self.running == 0:
+            self._idle.set()
+
+    async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
+        q, msg = at.queue, at.msg
+        if outcome is None or isinstance(outcome, RevokeTask):
+            if msg.retention > 0 and outcome is None:
+                now = time.time()
+                msg.completed_at = int(now)
+                self.acker.complete(q, msg.id, now + msg.retention, msg.SerializeToString(), msg.unique_key)
+            else:
+                self.acker.done(q, msg.id, msg.unique_key)
+            return
+        if isinstance(outcome, _StopRequested):
+            if outcome.reason == "canceled":
+                await self._fail(at, outcome, ERR_CANCELED)
+            elif outcome.reason == "lease":
+                log.warning("processor: lease of task %s lapsed; leaving it to the recoverer", msg.id)
+                self.rt.active.pop(msg.id, None)
+            return  # "shutdown": the server requeues it
+        if isinstance(outcome, _DeadlineExceeded):
+            await self._fail(at, outcome, ERR_DEADLINE)
+            return
+        if isinstance(outcome, (KeyboardInterrupt, SystemExit)):
+            raise outcome
+        await self._fail(at, outcome, error_text(outcome), skip=isinstance(outcome, SkipRetry))
+
+    async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:
+        msg, q = at.msg, at.queue
+        await self._report(at, exc)
+        now = time.time()
+        archive = skip or msg.retried >= msg.retry
+        delay = 0.0
+        is_failure = True
+        if not archive:
+            try:
+                delay = max(0.0, float(self.cfg.retry_delay(msg.retried, exc, at.received)))
+                is_failure = bool(self.cfg.is_failure(exc))
+            except Exception:  # a broken delay function must not lose the task
+                log.exception("processor: retry_delay/is_failure raised; using asynq's defaults")
+                delay = float(msg.retried**4 + 15)
+            if is_failure:
+                msg.retried += 1
+        msg.error_msg = err
+        msg.last_failed_at = int(now)
+        data = msg.SerializeToString()
+        if archive:
+            call = broker.archive(q, msg.id, data, now=now)
+        else:
+            call = broker.retry(q, msg.id, data, retry_at=now + delay, now=now, is_failure=is_failure)
+        await self._write_now(call, what=call.script.name)
+        self.rt.active.pop(msg.id, None)
+        if not archive:
+            self.on_retry()
+
+    async def _report(self, at: ActiveTask, exc: BaseException) -> None:
+        handler = self.cfg.error_handler
+        if handler is None:
+            return
+        try:
+            res = handler(at.received, exc)
+            if inspect.isawaitable(res):
+                await res
+        except Exception:
+            log.exception("processor: error_handler raised")
+
+    async def _write_now(self, call: Call, *, what: str) -> None:
+        try:
+            await self.rt.runner.run(call)
+        except REDIS_DOWN:
+            self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what)
+
+    def _write(self, call: Call, *, what: str) -> None:
+        asyncio.create_task(self._write_now(call, what=what))
+
+    # lifecycle
+
+    def cancel(self, task_id: str, reason: str) -> bool:
+        """Cancel a running handler; reason "canceled" (asynq:cancel), "lease" or "shutdown"."""
+        at = self.rt.active.get(task_id)
+        if at is None or at.handle is None or at.handle.done():
+            return False
+        at.stop_reason = reason
+        at.received.cancelled.set()
+        at.handle.cancel()
+        return True
+
+    async def stop(self) -> None:
+        """Stop fetching, let handlers finish within shutdown_timeout, then requeue what is still running."""
+        self._fetching = False
+        self._wake.set()
+        self._slot.set()
+        if self._fetch_task is not None:
+            await self._fetch_task
+        try:
+            await asyncio.wait_for(self._idle.wait(), self.cfg.shutdown_timeout)
+        except TimeoutError:
+            pass
+        left = [at for at in self.rt.active.values() if at.handle is not None and not at.handle.done()]
+        for at in left:
+            self.cancel(at.msg.id, "shutdown")
+        if left:
+            await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
+            log.info("processor: requeueing %d unfinished task(s)", len(left))
+            for at in left:
+                await self._write_now(broker.requeue(at.queue, at.msg.id), what="requeue")
+                self.rt.active.pop(at.msg.id, None)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _StopRequested(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _DeadlineExceeded(Exception):
+    pass
+
+
+def _split(n: int, weights: list[int]) -> list[int]:
+    """n slots shared by weight (largest remainder)."""
+    total = sum(weights)
+    if n <= 0:
+        return [0] * len(weights)
+    exact = [n * w / total for w in weights]
+    shares = [int(x) for x in exact]
+    left = n - sum(shares)
+    for i in sorted(range(len(weights)), key=lambda i: shares[i] - exact[i])[:left]:
+        shares[i] += 1
+    return shares

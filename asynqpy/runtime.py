@@ -1,0 +1,68 @@
+"""The state one running worker server shares among its loops: identity, connections, active tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+import redis.asyncio as aredis
+
+from asynqpy.config import ServerConfig
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import AsyncRunner
+from asynqpy.task import ReceivedTask
+from asynqpy.wire import TaskMessage
+
+
+@dataclass
+class ActiveTask:
+    """A task this server has dequeued and not yet handed back to Redis."""
+
+    queue: str
+    msg: TaskMessage
+    received: ReceivedTask
+    started: float
+    deadline: float
+    lease_expiry: float
+    handle: asyncio.Task[None] | None = None
+    stop_reason: str = ""  # why we cancelled it: "canceled", "lease", "shutdown"
+
+
+@dataclass
+class Runtime:
+    """Identity and shared resources of one server process."""
+
+    config: ServerConfig
+    redis_url: str
+    host: str = field(default_factory=socket.gethostname)
+    pid: int = field(default_factory=os.getpid)
+    server_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    started: float = field(default_factory=time.time)
+    status: str = "new"
+    active: dict[str, ActiveTask] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.aredis = aredis.Redis.from_url(self.redis_url, health_check_interval=15)
+        self.runner = AsyncRunner(self.aredis)
+        # Result writes come from handler threads as well as the loop: a thread-safe sync pool.
+        self.sredis = redis.Redis.from_url(self.redis_url)
+
+    @property
+    def server_key(self) -> str:
+        return keys.server_info(self.host, self.pid, self.server_id)
+
+    @property
+    def workers_key(self) -> str:
+        return keys.workers(self.host, self.pid, self.server_id)
+
+    def write_result(self, queue: str, task_id: str, data: bytes) -> None:
+        self.sredis.hset(keys.task(queue, task_id), "result", data)
+
+    async def close(self) -> None:
+        await self.aredis.aclose()
+        self.sredis.close()

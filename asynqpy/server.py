@@ -1,0 +1,168 @@
+"""Server: starts the worker loops in order, stops them in reverse order on request or signal, and says why."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from asynqpy.acker import Acker
+from asynqpy.aggregator import Aggregator
+from asynqpy.config import ServerConfig
+from asynqpy.embedded import default_redis_url
+from asynqpy.errors import RedisUnavailableError
+from asynqpy.forwarder import Forwarder
+from asynqpy.heartbeat import Heartbeat
+from asynqpy.janitor import Janitor
+from asynqpy.loop import Loop
+from asynqpy.mux import ServeMux
+from asynqpy.processor import Processor
+from asynqpy.recoverer import Recoverer
+from asynqpy.runtime import Runtime
+from asynqpy.subscriber import Subscriber
+from asynqpy.syncer import Syncer
+
+log = logging.getLogger("asynqpy")
+
+
+class Server:
+    """A worker server: runs handlers from a ServeMux for the configured queues.
+
+    Settings are ServerConfig's (see its docstring for each default); a wrong one raises TypeError or
+    ValueError here. run() blocks with signal handling; start()/shutdown() run it in a thread; serve()
+    runs it inside an existing event loop.
+    """
+
+    def __init__(self, redis_url: str | None = None, **settings: Any) -> None:
+        self.config = ServerConfig(**settings)
+        self.redis_url = redis_url or default_redis_url()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self.runtime: Runtime | None = None
+
+    def run(self, mux: ServeMux) -> None:
+        """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError."""
+        asyncio.run(self.serve(mux, signals=True))
+
+    def start(self, mux: ServeMux) -> None:
+        """Serve in a background thread; returns once the server is running. Raises what startup raised."""
+        self._thread = threading.Thread(target=self._thread_main, args=(mux,), name="asynqpy-server", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._error is not None:
+            raise self._error
+
+    def shutdown(self) -> None:
+        """Stop gracefully (requeueing what does not finish within shutdown_timeout) and wait for it."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def stop(self) -> None:
+        """Ask a running server to shut down (thread-safe; returns at once)."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    def _thread_main(self, mux: ServeMux) -> None:
+        try:
+            asyncio.run(self.serve(mux))
+        except BaseException as exc:  # reported to start()
+            self._error = exc
+        finally:
+            self._started.set()
+
+    async def serve(self, mux: ServeMux, *, signals: bool = False) -> None:
+        """Run in the current event loop until stop() (or a signal when signals=True)."""
+        if not isinstance(mux, ServeMux):
+            raise TypeError(f"serve() takes a ServeMux, not {type(mux).__name__}")
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        rt = self.runtime = Runtime(self.config, self.redis_url)
+        try:
+            await rt.aredis.ping()
+        except (RedisConnectionError, OSError) as exc:
+            await rt.close()
+            raise RedisUnavailableError(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
+        loops, processor, heartbeat = self._build(rt, mux)
+        if signals:
+            self._install_signals(processor)
+        for lp in loops:
+            lp.start()
+        processor.start()
+        rt.status = "active"
+        heartbeat.wake()
+        log.info("asynqpy: server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
+                 self.config.concurrency, dict(self.config.queues))
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await self._shutdown(rt, loops, processor, heartbeat)
+
+    def _build(self, rt: Runtime, mux: ServeMux) -> tuple[list[Loop], Processor, Heartbeat]:
+        syncer = Syncer(rt)
+        forwarder: Forwarder | None = None
+        processor: Processor | None = None
+
+        def acked(ids: list[str]) -> None:
+            for i in ids:
+                rt.active.pop(i, None)
+
+        acker = Acker(rt, syncer, acked)
+        processor = Processor(rt, mux, acker, syncer, on_retry=lambda: forwarder.wake() if forwarder else None)
+        forwarder = Forwarder(rt, on_forwarded=processor.wake)
+        heartbeat = Heartbeat(rt, processor.cancel, lambda: acker.held)
+
+        def wake_all() -> None:
+            processor.wake()
+            forwarder.wake()
+
+        loops: list[Loop] = [syncer, acker, heartbeat,
+                             Subscriber(rt, cancel=lambda tid: processor.cancel(tid, "canceled"), wake=wake_all),
+                             Recoverer(rt), forwarder, Janitor(rt)]
+        if self.config.group_aggregator is not None:
+            loops.append(Aggregator(rt))
+        return loops, processor, heartbeat
+
+    def _install_signals(self, processor: Processor) -> None:
+        loop = asyncio.get_running_loop()
+        stop = self._stop
+        assert stop is not None
+
+        def on_term(signame: str) -> None:
+            log.info("asynqpy: %s received: shutting down gracefully", signame)
+            stop.set()
+
+        def on_tstp() -> None:
+            log.info("asynqpy: SIGTSTP received: no new tasks will be fetched")
+            processor.pause_fetching()
+            if self.runtime is not None:
+                self.runtime.status = "stopped"
+
+        loop.add_signal_handler(signal.SIGTERM, on_term, "SIGTERM")
+        loop.add_signal_handler(signal.SIGINT, on_term, "SIGINT")
+        loop.add_signal_handler(signal.SIGTSTP, on_tstp)
+
+    async def _shutdown(self, rt: Runtime, loops: list[Loop], processor: Processor, heartbeat: Heartbeat) -> None:
+        rt.status = "stopped"
+        log.info("asynqpy: stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
+                 processor.running)
+        await processor.stop()
+        for lp in reversed(loops):  # the acker and syncer stop last, each after a final flush
+            await lp.stop()
+        rt.status = "closed"
+        try:
+            await heartbeat.clear()
+        except Exception as exc:  # Redis away at shutdown: the keys expire by TTL
+            log.warning("asynqpy: could not clear server state: %s", exc)
+        await rt.close()
+        log.info("asynqpy: server %s stopped", rt.server_id)

@@ -1,0 +1,43 @@
+"""Subscriber: listens on asynq:cancel (cancel a running task) and our wake-up channel (fetch now)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from asynqpy.loop import Loop
+from asynqpy.rdb import keys
+from asynqpy.runtime import Runtime
+
+
+class Subscriber(Loop):
+    """One pub/sub connection; after every (re)subscribe it wakes the fetcher and forwarder in case a
+    message was missed while the connection was down."""
+
+    name = "subscriber"
+    interval = 1.0
+
+    def __init__(self, rt: Runtime, cancel: Callable[[str], None], wake: Callable[[], None]) -> None:
+        super().__init__()
+        self.rt = rt
+        self.cancel = cancel
+        self.wake_workers = wake
+        self.queues = {q.encode() for q in rt.config.queues}
+
+    async def run_once(self) -> float | None:
+        ps = self.rt.aredis.pubsub(ignore_subscribe_messages=True)
+        try:
+            await ps.subscribe(keys.CANCEL_CHANNEL, keys.WAKE_CHANNEL)
+            self.wake_workers()
+            while not self.stopping:
+                m = await ps.get_message(ignore_subscribe_messages=True, timeout=0.5)
+                if m is None:
+                    continue
+                channel, data = m["channel"], m["data"]
+                if channel == keys.WAKE_CHANNEL.encode():
+                    if data in self.queues:
+                        self.wake_workers()
+                elif isinstance(data, bytes):
+                    self.cancel(data.decode(errors="replace"))
+        finally:
+            await ps.aclose()
+        return 0
