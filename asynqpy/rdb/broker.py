@@ -63,7 +63,7 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
                     [data, repr(opts.process_at), tid, channel, q], parse)
     if opts.group:
         k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
-        a: list[Any] = [data, tid, int(now), opts.group]
+        a: list[Any] = [data, tid, repr(now), opts.group]
         if opts.unique_ttl:
             k.append(msg.unique_key)
             a.append(opts.unique_ttl)

@@ -1,0 +1,84 @@
+"""Demo handlers and a demo producer that keeps a realistic mix of tasks flowing (for `asynqpy dev`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import threading
+import time
+
+from asynqpy.client import Client
+from asynqpy.errors import SkipRetry
+from asynqpy.mux import ServeMux
+from asynqpy.task import ReceivedTask, Task
+
+log = logging.getLogger("asynqpy.demo")
+
+QUEUES = {"critical": 6, "default": 3, "low": 1}
+mux = ServeMux()
+
+
+@mux.handler("email:send")
+async def send_email(task: ReceivedTask) -> None:
+    """Succeeds after a short pause; one in ten hits a 'temporary' SMTP error and is retried."""
+    data = json.loads(task.payload)
+    await asyncio.sleep(random.uniform(0.05, 0.4))
+    if random.random() < 0.1:
+        raise ConnectionError(f"SMTP server busy while sending to {data['to']}")
+    task.write_result(json.dumps({"sent_to": data["to"]}).encode())
+
+
+@mux.handler("report:")
+def build_report(task: ReceivedTask) -> None:
+    """A plain function (runs in a thread). Reports for the 'broken' customer always fail and end archived."""
+    data = json.loads(task.payload)
+    time.sleep(random.uniform(0.2, 1.5))
+    if data.get("customer") == "broken-co":
+        raise ValueError(f"no billing data for customer {data['customer']!r}")
+
+
+@mux.handler("sync:crm")
+async def sync_crm(task: ReceivedTask) -> None:
+    """Mostly fine; a payload without an account id is rejected at once (SkipRetry: archived, no retries)."""
+    data = json.loads(task.payload)
+    if "account" not in data:
+        raise SkipRetry("payload has no 'account' field")
+    await asyncio.sleep(random.uniform(0.01, 0.1))
+
+
+@mux.handler("cleanup:")
+async def cleanup(task: ReceivedTask) -> None:
+    await asyncio.sleep(0.02)
+
+
+def _one(client: Client, n: int) -> None:
+    r = random.random()
+    if r < 0.45:
+        to = f"user{random.randint(1, 500)}@example.com"
+        client.enqueue(Task("email:send", json.dumps({"to": to, "template": "welcome"}).encode()),
+                       queue="critical", max_retry=3, timeout=30)
+    elif r < 0.65:
+        customer = random.choice(["acme", "globex", "initech", "broken-co"])
+        client.enqueue(Task("report:monthly", json.dumps({"customer": customer, "month": "2026-11"}).encode()),
+                       queue="default", max_retry=2, retention=3600)
+    elif r < 0.85:
+        payload = {"account": n} if random.random() > 0.1 else {"acct": n}
+        client.enqueue(Task("sync:crm", json.dumps(payload).encode(), {"source": "demo"}), queue="low")
+    else:
+        client.enqueue(Task("cleanup:tmp", b"older-than=7d"), queue="low", process_in=random.uniform(5, 120))
+
+
+def produce(redis_url: str, stop: threading.Event, rate: float = 4.0) -> None:
+    """Enqueue about `rate` tasks a second until stop is set; Redis hiccups are logged, not fatal."""
+    client = Client(redis_url)
+    n = 0
+    while not stop.is_set():
+        try:
+            _one(client, n)
+            n += 1
+        except Exception as exc:  # the demo keeps going through a Redis restart
+            log.warning("demo producer: %s", exc)
+        stop.wait(random.expovariate(rate))
+    client.close()

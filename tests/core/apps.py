@@ -1,0 +1,53 @@
+"""Handlers and an entry point for tests that run workers in separate processes.
+
+python -m tests.core.apps REDIS_URL MUX_NAME '{"concurrency": 4, ...}'  runs a Server until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import redis
+
+from asynqpy import ServeMux, Server
+
+SEEN = "asynqpy:test:seen"      # hash: task id -> times handled
+STARTS = "asynqpy:test:starts"  # list: "<pid>:<task id>:<retry count>" per handler start
+
+counting = ServeMux()
+_conn: redis.Redis | None = None
+
+
+def conn() -> redis.Redis:
+    global _conn
+    if _conn is None:
+        _conn = redis.Redis.from_url(os.environ["TEST_REDIS_URL"])
+    return _conn
+
+
+@counting.handler("count")
+def count(task) -> None:  # type: ignore[no-untyped-def]
+    conn().hincrby(SEEN, task.id, 1)
+
+
+slow = ServeMux()
+
+
+@slow.handler("slow")
+def hang(task) -> None:  # type: ignore[no-untyped-def]
+    conn().rpush(STARTS, f"{os.getpid()}:{task.id}:{task.retry_count}")
+    if os.environ.get("HANG") == "1":
+        time.sleep(120)
+
+
+def main(argv: list[str]) -> None:
+    url, mux_name, settings = argv[0], argv[1], json.loads(argv[2])
+    os.environ["TEST_REDIS_URL"] = url
+    Server(url, **settings).run({"counting": counting, "slow": slow}[mux_name])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

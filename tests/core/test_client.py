@@ -1,0 +1,151 @@
+"""Client: the keys and messages each enqueue writes, asynq's defaults, and clear errors for bad arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+import redis
+
+from asynqpy import AsyncClient, Client, DuplicateTaskError, Task, TaskIDConflictError, TaskState
+from asynqpy.wire import TaskMessage
+
+
+def msg_of(r: redis.Redis, q: str, tid: str) -> TaskMessage:
+    m = TaskMessage()
+    m.ParseFromString(r.hget(f"asynq:{{{q}}}:t:{tid}", "msg"))
+    return m
+
+
+def test_enqueue_writes_pending_task_with_asynq_defaults(redis_url: str, r: redis.Redis) -> None:
+    info = Client(redis_url).enqueue(Task("email:send", b'{"to":"a@b"}', {"trace": "1"}))
+    assert info.state is TaskState.PENDING and info.queue == "default" and info.max_retry == 25
+    assert info.timeout == 1800 and info.deadline is None and len(info.id) == 36
+    assert r.smembers("asynq:queues") == {b"default"}
+    assert r.lrange("asynq:{default}:pending", 0, -1) == [info.id.encode()]
+    h = r.hgetall(f"asynq:{{default}}:t:{info.id}")
+    assert h[b"state"] == b"pending"
+    assert abs(int(h[b"pending_since"]) / 1e9 - info.next_process_at.timestamp()) < 1  # nanoseconds
+    m = msg_of(r, "default", info.id)
+    assert (m.type, m.payload, m.queue, m.retry, m.timeout, m.deadline) == (
+        "email:send", b'{"to":"a@b"}', "default", 25, 1800, 0)
+    assert dict(m.headers) == {"trace": "1"}
+
+
+def test_deadline_alone_leaves_timeout_zero_and_options_land_in_message(redis_url: str, r: redis.Redis) -> None:
+    dl = datetime(2100, 1, 1, tzinfo=UTC)
+    info = Client(redis_url).enqueue(Task("t", b"x"), queue="critical", max_retry=3, deadline=dl,
+                                     retention=timedelta(minutes=10), task_id="my-id")
+    m = msg_of(r, "critical", "my-id")
+    assert info.id == "my-id" and m.timeout == 0 and m.deadline == int(dl.timestamp())
+    assert m.retry == 3 and m.retention == 600
+
+
+def test_process_in_schedules_with_exact_fractional_score(redis_url: str, r: redis.Redis) -> None:
+    info = Client(redis_url).enqueue(Task("t", b""), process_in=90.25)
+    assert info.state is TaskState.SCHEDULED
+    score = r.zscore("asynq:{default}:scheduled", info.id)
+    assert score == pytest.approx(info.next_process_at.timestamp(), abs=1e-3)
+    assert score != int(score)  # not truncated to whole seconds
+    assert r.hget(f"asynq:{{default}}:t:{info.id}", "state") == b"scheduled"
+    assert r.hget(f"asynq:{{default}}:t:{info.id}", "pending_since") is None
+
+
+def test_process_at_in_the_past_enqueues_now(redis_url: str, r: redis.Redis) -> None:
+    info = Client(redis_url).enqueue(Task("t", b""), process_at=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    assert info.state is TaskState.PENDING and r.llen("asynq:{default}:pending") == 1
+
+
+def test_group_goes_to_aggregating(redis_url: str, r: redis.Redis) -> None:
+    info = Client(redis_url).enqueue(Task("t", b"1"), group="daily")
+    assert info.state is TaskState.AGGREGATING
+    assert r.smembers("asynq:{default}:groups") == {b"daily"}
+    assert r.zrange("asynq:{default}:g:daily", 0, -1) == [info.id.encode()]
+    assert r.hget(f"asynq:{{default}}:t:{info.id}", "group") == b"daily"
+    assert msg_of(r, "default", info.id).group_key == "daily"
+
+
+def test_unique_rejects_duplicates_within_ttl(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    first = c.enqueue(Task("report", b"p"), unique=60)
+    with pytest.raises(DuplicateTaskError) as err:
+        c.enqueue(Task("report", b"p"), unique=60)
+    assert err.value.queue == "default"
+    lock = "asynq:{default}:unique:report:" + hashlib.md5(b"p").hexdigest()
+    assert r.get(lock) == first.id.encode() and 55 <= r.ttl(lock) <= 60
+    assert r.hget(f"asynq:{{default}}:t:{first.id}", "unique_key") == lock.encode()
+    assert msg_of(r, "default", first.id).unique_key == lock
+    c.enqueue(Task("report", b"other"), unique=60)  # another payload is another task
+    r.delete(lock)  # the TTL ran out
+    c.enqueue(Task("report", b"p"), unique=60)
+
+
+def test_scheduled_unique_lock_lasts_until_process_at_plus_ttl(redis_url: str, r: redis.Redis) -> None:
+    Client(redis_url).enqueue(Task("r", b""), unique=60, process_in=600)
+    lock = "asynq:{default}:unique:r:" + hashlib.md5(b"").hexdigest()
+    assert 655 <= r.ttl(lock) <= 660
+
+
+def test_task_id_conflict(redis_url: str) -> None:
+    c = Client(redis_url)
+    c.enqueue(Task("t", b""), task_id="x")
+    with pytest.raises(TaskIDConflictError) as err:
+        c.enqueue(Task("t", b""), task_id="x")
+    assert err.value.task_id == "x"
+
+
+@pytest.mark.parametrize(("kwargs", "exc", "word"), [
+    ({"queue": ""}, ValueError, "queue"),
+    ({"queue": "a}b"}, ValueError, "queue"),
+    ({"queue": 5}, TypeError, "queue"),
+    ({"process_in": -1}, ValueError, "process_in"),
+    ({"process_at": datetime(2030, 1, 1)}, ValueError, "process_at"),
+    ({"deadline": datetime(2030, 1, 1)}, ValueError, "deadline"),
+    ({"process_in": 5, "process_at": datetime.now(UTC)}, ValueError, "process_in"),
+    ({"max_retry": -2}, ValueError, "max_retry"),
+    ({"max_retry": "3"}, TypeError, "max_retry"),
+    ({"timeout": 0}, ValueError, "timeout"),
+    ({"timeout": "5s"}, TypeError, "timeout"),
+    ({"unique": 0.5}, ValueError, "unique"),
+    ({"task_id": "  "}, ValueError, "task_id"),
+    ({"group": ""}, ValueError, "group"),
+    ({"retention": -5}, ValueError, "retention"),
+])
+def test_bad_arguments_name_themselves(redis_url: str, r: redis.Redis, kwargs, exc, word) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(exc, match=word):
+        Client(redis_url).enqueue(Task("t", b""), **kwargs)
+    assert r.dbsize() == 0  # nothing half-written
+
+
+def test_bad_tasks() -> None:
+    with pytest.raises(ValueError, match="blank"):
+        Task("  ", b"")
+    with pytest.raises(TypeError, match="bytes"):
+        Task("t", "a string")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="headers"):
+        Task("t", b"", {"k": 1})  # type: ignore[dict-item]
+
+
+def test_enqueue_many_pipelines_and_reports_each(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    c.enqueue(Task("t", b""), task_id="taken")
+    tasks = [Task("t", str(i).encode()) for i in range(2500)]
+    out = c.enqueue_many(tasks, queue="bulk", max_retry=1)
+    assert len(out) == 2500 and all(not isinstance(o, Exception) for o in out)
+    assert r.llen("asynq:{bulk}:pending") == 2500 and b"bulk" in r.smembers("asynq:queues")
+    assert msg_of(r, "bulk", out[7].id).payload == b"7"  # type: ignore[union-attr]
+
+
+def test_async_client(redis_url: str, r: redis.Redis) -> None:
+    async def go() -> list:  # type: ignore[type-arg]
+        async with AsyncClient(redis_url) as c:
+            one = await c.enqueue(Task("a", b"1"), queue="aq", process_in=timedelta(seconds=30))
+            many = await c.enqueue_many([Task("a", b"2"), Task("a", b"3")], queue="aq")
+            with pytest.raises(TaskIDConflictError):
+                await c.enqueue(Task("a", b""), queue="aq", task_id=one.id)
+            return [one, *many]
+    infos = asyncio.run(go())
+    assert infos[0].state is TaskState.SCHEDULED and r.zcard("asynq:{aq}:scheduled") == 1
+    assert r.llen("asynq:{aq}:pending") == 2

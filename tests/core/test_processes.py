@@ -1,0 +1,77 @@
+"""Worker processes for real: exactly-once under competition, and recovery after SIGKILL mid-task."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+
+from asynqpy import Client, Task
+from asynqpy.rdb import keys
+from asynqpy.wire import TaskMessage
+from tests.core.apps import SEEN, STARTS
+from tests.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_worker(url: str, mux: str, env: dict[str, str] | None = None, **settings) -> subprocess.Popen:  # type: ignore[no-untyped-def,type-arg]
+    return subprocess.Popen([sys.executable, "-m", "tests.core.apps", url, mux, json.dumps(settings)],
+                            cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def stop(p: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+
+
+def test_four_processes_process_ten_thousand_tasks_exactly_once(redis_url: str, r: redis.Redis) -> None:
+    out = Client(redis_url).enqueue_many([Task("count", str(i).encode()) for i in range(10_000)])
+    ids = {o.id for o in out}  # type: ignore[union-attr]
+    procs = [start_worker(redis_url, "counting", concurrency=8, heartbeat_interval=1) for _ in range(4)]
+    try:
+        wait_for(lambda: r.hlen(SEEN) >= 10_000 and r.llen(keys.active("default")) == 0,
+                 timeout=120, interval=0.2, what="10,000 tasks handled")
+    finally:
+        for p in procs:
+            stop(p)
+    seen = {k.decode(): int(v) for k, v in r.hgetall(SEEN).items()}
+    assert set(seen) == ids
+    assert set(seen.values()) == {1}  # each exactly once
+    assert r.get(keys.processed_total("default")) == b"10000"
+    assert r.llen(keys.pending("default")) == 0 and r.zcard(keys.lease("default")) == 0
+    assert not r.keys("asynq:{default}:t:*")  # done tasks are deleted
+
+
+def test_task_runs_again_after_worker_is_killed_mid_task(redis_url: str, r: redis.Redis) -> None:
+    fast = {"lease_duration": 2, "lease_grace": 0.5, "heartbeat_interval": 0.5, "recover_interval": 0.3}
+    tid = Client(redis_url).enqueue(Task("slow", b""), max_retry=3).id
+    victim = start_worker(redis_url, "slow", {"HANG": "1"}, **fast)
+    try:
+        wait_for(lambda: r.llen(STARTS) == 1, timeout=30, what="the task to start")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        assert r.hget(keys.task("default", tid), "state") == b"active"  # orphaned: still leased to the dead one
+        rescuer = start_worker(redis_url, "slow", **fast)
+        try:
+            wait_for(lambda: r.hget(keys.task("default", tid), "state") == b"retry", timeout=30,
+                     what="the recoverer to move the orphan to retry")
+            m = TaskMessage.FromString(r.hget(keys.task("default", tid), "msg"))
+            assert m.error_msg == "asynq: task lease expired" and m.retried == 1
+            r.zadd(keys.retry("default"), {tid: 0}, xx=True)  # due now, instead of asynq's 15 s back-off
+            wait_for(lambda: r.llen(STARTS) == 2, timeout=30, what="the task to run again")
+        finally:
+            stop(rescuer)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    first, second = (s.decode().split(":") for s in r.lrange(STARTS, 0, -1))
+    assert first[1] == second[1] == tid and first[0] != second[0]
+    assert second[2] == "1"  # the handler sees the attempt count
+    assert not r.exists(keys.task("default", tid))  # then it succeeded and was deleted
