@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import redis
 import redis.asyncio as aredis
@@ -100,7 +100,7 @@ class Client:
     def close(self) -> None:
         self.redis.close()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -151,7 +151,7 @@ class AsyncClient:
     async def close(self) -> None:
         await self.redis.aclose()
 
-    async def __aenter__(self) -> AsyncClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Self
 
 # Where `asynqpy dev` records the URL of the server it started, relative to the working directory.
 DEV_STATE_DIR = Path(".asynqpy")
@@ -90,7 +91,7 @@ class EmbeddedServer:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def __enter__(self) -> EmbeddedServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

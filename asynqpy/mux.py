@@ -89,7 +89,7 @@ def _as_async(fn: Handler | None, run_sync: Callable[[Handler, ReceivedTask], Aw
         async def missing(task: ReceivedTask) -> Any:
             raise HandlerNotFound(task.type)
         return missing
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
         return fn  # type: ignore[return-value]
 
     async def threaded(task: ReceivedTask) -> Any:

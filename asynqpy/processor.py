@@ -66,6 +66,7 @@ class Processor:
         self._fetch_task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self._writes: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
@@ -135,7 +136,8 @@ class Processor:
         return out
 
     async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[tuple[str, str, bytes]]:
-        calls = [(q, broker.dequeue(q, lease_expiry=expiry, count=n)) for q, n in zip(order, shares) if n > 0]
+        pairs = zip(order, shares, strict=True)
+        calls = [(q, broker.dequeue(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
         results = await self.rt.runner.run_many([c for _, c in calls])
         out: list[tuple[str, str, bytes]] = []
         for (q, _), res in zip(calls, results, strict=True):
@@ -176,7 +178,7 @@ class Processor:
             outcome = _StopRequested(at.stop_reason)
         except TimeoutError as exc:
             outcome = _DeadlineExceeded() if timeout.expired() else exc
-        except BaseException as exc:  # noqa: BLE001 - every handler failure is recorded, none escapes
+        except BaseException as exc:
             outcome = exc
         finally:
             self.running -= 1
@@ -257,7 +259,9 @@ class Processor:
             self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what)
 
     def _write(self, call: Call, *, what: str) -> None:
-        asyncio.create_task(self._write_now(call, what=what))
+        t = asyncio.create_task(self._write_now(call, what=what))
+        self._writes.add(t)  # keep a reference until it is done
+        t.add_done_callback(self._writes.discard)
 
     # lifecycle
 

@@ -1,4 +1,4 @@
-"""Recoverer: retries or archives tasks whose worker died (lease expired long ago), and reclaims stale aggregation sets."""
+"""Recoverer: retries or archives tasks whose worker died (lease long expired); reclaims stale aggregation sets."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class Task:
         object.__setattr__(self, "headers", MappingProxyType(headers))
 
 
-def _when(unix_s: int | float) -> datetime | None:
+def _when(unix_s: float) -> datetime | None:
     return datetime.fromtimestamp(unix_s, tz=UTC) if unix_s else None
 
 
@@ -108,8 +108,18 @@ class ReceivedTask:
     thread can stop early (asyncio handlers are cancelled directly).
     """
 
-    __slots__ = ("type", "payload", "headers", "id", "queue", "retry_count", "max_retry", "deadline",
-                 "cancelled", "_writer")
+    __slots__ = (
+        "_writer",
+        "cancelled",
+        "deadline",
+        "headers",
+        "id",
+        "max_retry",
+        "payload",
+        "queue",
+        "retry_count",
+        "type",
+    )
 
     def __init__(self, msg: TaskMessage, *, deadline: float, writer: Any) -> None:
         self.type: str = msg.type

@@ -35,7 +35,7 @@ def timestamp(t: float | None) -> Timestamp:
         return ts
     sec = int(t // 1)
     ts.seconds = sec
-    ts.nanos = int(round((t - sec) * 1e9)) % 1_000_000_000
+    ts.nanos = round((t - sec) * 1e9) % 1_000_000_000
     return ts
 
 

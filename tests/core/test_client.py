@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
@@ -54,7 +54,7 @@ def test_process_in_schedules_with_exact_fractional_score(redis_url: str, r: red
 
 
 def test_process_at_in_the_past_enqueues_now(redis_url: str, r: redis.Redis) -> None:
-    info = Client(redis_url).enqueue(Task("t", b""), process_at=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    info = Client(redis_url).enqueue(Task("t", b""), process_at=datetime(2000, 1, 1, tzinfo=UTC))
     assert info.state is TaskState.PENDING and r.llen("asynq:{default}:pending") == 1
 
 
