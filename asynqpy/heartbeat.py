@@ -39,9 +39,9 @@ class Heartbeat(Loop):
             by_queue[at.queue].append(tid)
         pipe = self.rt.aredis.pipeline(transaction=False)
         for q, ids in by_queue.items():
-            pipe.zadd(keys.lease(q), dict.fromkeys(ids, expiry), xx=True)
-        pipe.zadd(keys.SERVERS, {self.rt.server_key: now + ttl})
-        pipe.zadd(keys.WORKERS, {self.rt.workers_key: now + ttl})
+            pipe.zadd(keys.lease(q), dict.fromkeys(ids, broker.due(expiry)), xx=True)
+        pipe.zadd(keys.SERVERS, {self.rt.server_key: broker.due(now + ttl)})
+        pipe.zadd(keys.WORKERS, {self.rt.workers_key: broker.due(now + ttl)})
         await pipe.execute()
         for ids in by_queue.values():
             for tid in ids:

@@ -6,6 +6,7 @@ AsyncClient, Server and Inspector share one definition of every transition.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,21 @@ from asynqpy.wire import TaskMessage
 STATS_TTL = 90 * 24 * 3600
 ARCHIVE_MAX_AGE = 90 * 24 * 3600
 ARCHIVE_MAX_SIZE = 10000
+
+
+def due(t: float) -> str:
+    """A sorted-set score for a due or expiry time: Unix seconds rounded UP to the millisecond.
+
+    Rounding up keeps a task from ever starting early. Millisecond scores also print in plain decimal
+    notation on every server: with 17 significant digits Valkey 8 prints some scores in exponent form
+    (1.7959996474042661e+9), which Go asynq's Inspector cannot parse.
+    """
+    return repr(math.ceil(t * 1000) / 1000)
+
+
+def not_after(t: float) -> str:
+    """A score for "now" or a cutoff: rounded DOWN to the millisecond, so comparisons never run ahead."""
+    return repr(math.floor(t * 1000) / 1000)
 
 
 def build_message(task_type: str, payload: bytes, headers: dict[str, str], opts: EnqueueOptions) -> TaskMessage:
@@ -58,12 +74,12 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
         if opts.unique_ttl:
             ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
             return Call(script("schedule_unique"), [msg.unique_key, keys.task(q, tid), keys.scheduled(q)],
-                        [tid, ttl, repr(opts.process_at), data, channel, q], parse)
+                        [tid, ttl, due(opts.process_at), data, channel, q], parse)
         return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q)],
-                    [data, repr(opts.process_at), tid, channel, q], parse)
+                    [data, due(opts.process_at), tid, channel, q], parse)
     if opts.group:
         k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
-        a: list[Any] = [data, tid, repr(now), opts.group]
+        a: list[Any] = [data, tid, not_after(now), opts.group]
         if opts.unique_ttl:
             k.append(msg.unique_key)
             a.append(opts.unique_ttl)
@@ -82,7 +98,7 @@ def _pairs(raw: Sequence[bytes]) -> list[tuple[str, bytes]]:
 def dequeue(q: str, *, lease_expiry: float, count: int) -> Call:
     """Move up to count pending tasks of q to active with a lease. Reply: [(id, msg bytes)]."""
     return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
-                [repr(lease_expiry), keys.task_prefix(q), count], _pairs)
+                [due(lease_expiry), keys.task_prefix(q), count], _pairs)
 
 
 def _ids(raw: Sequence[bytes]) -> list[str]:
@@ -102,7 +118,7 @@ def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now
     """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids."""
     args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
     for tid, expiry, data, ukey in items:
-        args += [tid, repr(expiry), data, ukey]
+        args += [tid, due(expiry), data, ukey]
     return Call(script("mark_complete"), [keys.active(q), keys.lease(q), keys.completed(q),
                                           keys.processed_daily(q, now), keys.processed_total(q)], args, _ids)
 
@@ -120,8 +136,8 @@ def retry(q: str, task_id: str, data: bytes, *, retry_at: float, now: float, is_
     """Move an active task to retry. Reply: True, or False when the task was no longer held."""
     return Call(script("retry"),
                 [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now)],
-                [task_id, data, repr(retry_at), int(now) + STATS_TTL, "1" if is_failure else "0",
-                 "" if lease_cutoff is None else repr(lease_cutoff)], _held)
+                [task_id, data, due(retry_at), int(now) + STATS_TTL, "1" if is_failure else "0",
+                 "" if lease_cutoff is None else not_after(lease_cutoff)], _held)
 
 
 def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: float | None = None,
@@ -129,8 +145,8 @@ def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: floa
     """Move an active task to archived (trimmed by age and size). Reply: True, or False when not held."""
     return Call(script("archive"),
                 [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.archived(q), *_stat_keys(q, now)],
-                [task_id, data, repr(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
-                 keys.task_prefix(q), "" if lease_cutoff is None else repr(lease_cutoff), note], _held)
+                [task_id, data, not_after(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
+                 keys.task_prefix(q), "" if lease_cutoff is None else not_after(lease_cutoff), note], _held)
 
 
 def requeue(q: str, task_id: str) -> Call:
@@ -147,23 +163,23 @@ def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None]:
 def forward(q: str, *, now: float, batch: int = 100) -> Call:
     """Move due scheduled and retry tasks of q to pending (or their group). Reply: (moved, next due or None)."""
     return Call(script("forward"), [keys.scheduled(q), keys.retry(q), keys.pending(q)],
-                [repr(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch], _forward_reply)
+                [not_after(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch], _forward_reply)
 
 
 def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call:
     """Active tasks whose lease ended at or before cutoff. Reply: [(id, msg bytes or b'')]."""
-    return Call(script("list_lease_expired"), [keys.lease(q)], [repr(cutoff), keys.task_prefix(q), count], _pairs)
+    return Call(script("list_lease_expired"), [keys.lease(q)], [not_after(cutoff), keys.task_prefix(q), count], _pairs)
 
 
 def drop_lost_lease(q: str, task_id: str, *, cutoff: float) -> Call:
     """Forget an expired lease whose task hash is gone. Reply: True when dropped."""
     return Call(script("drop_lost_lease"), [keys.lease(q), keys.active(q)],
-                [task_id, keys.task_prefix(q), repr(cutoff)], _held)
+                [task_id, keys.task_prefix(q), not_after(cutoff)], _held)
 
 
 def delete_expired_completed(q: str, *, now: float, batch: int = 100) -> Call:
     """Delete completed tasks whose retention ran out. Reply: how many."""
-    return Call(script("delete_expired_completed"), [keys.completed(q)], [repr(now), keys.task_prefix(q), batch], int)
+    return Call(script("delete_expired_completed"), [keys.completed(q)], [not_after(now), keys.task_prefix(q), batch], int)
 
 
 def write_server_state(server_key: str, workers_key: str, *, ttl: int, info: bytes,
@@ -184,7 +200,7 @@ def aggregation_check(q: str, group: str, set_id: str, *, now: float, max_size: 
     return Call(script("aggregation_check"),
                 [keys.group(q, group), keys.aggregation_set(q, group, set_id), keys.aggregation_sets(q),
                  keys.groups(q)],
-                [max_size, repr(max_delay), repr(grace), repr(set_deadline), repr(now), group], _held)
+                [max_size, repr(max_delay), repr(grace), due(set_deadline), not_after(now), group], _held)
 
 
 def _aggregation_set_reply(raw: Sequence[bytes]) -> tuple[float | None, list[bytes]]:
@@ -203,4 +219,4 @@ def delete_aggregation_set(q: str, set_key: str) -> Call:
 
 def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call:
     return Call(script("reclaim_stale_aggregation_sets"), [keys.aggregation_sets(q), keys.groups(q)],
-                [repr(now), keys.group_prefix(q)], int)
+                [not_after(now), keys.group_prefix(q)], int)

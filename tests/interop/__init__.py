@@ -1,0 +1,1 @@
+"""Interop tests against the real Go hibiken/asynq (see goasynq.py)."""

@@ -1,0 +1,164 @@
+"""Builds the Go interop peer (tests/interop/goapp, real hibiken/asynq) once and runs its subcommands."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+GOAPP_DIR = Path(__file__).parent / "goapp"
+T = TypeVar("T")
+
+
+class GoPeerUnavailable(RuntimeError):
+    """The Go peer cannot be built here (no toolchain, or the build failed); the message says why."""
+
+
+class GoPeerError(RuntimeError):
+    """A goapp subcommand exited with an error; the message carries its stderr."""
+
+
+def source_hash(src: Path = GOAPP_DIR) -> str:
+    """A hash of go.mod, go.sum and every .go file: the cache key of the built binary."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in src.iterdir() if p.suffix == ".go" or p.name in ("go.mod", "go.sum")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def build(src: Path = GOAPP_DIR, timeout: float = 600) -> Path:
+    """The path of the goapp binary, building it into a temp dir keyed by the source hash if needed.
+
+    Raises GoPeerUnavailable when `go` is not on PATH or the build fails.
+    """
+    go = shutil.which("go")
+    if go is None:
+        raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
+    out_dir = Path(tempfile.gettempdir()) / f"asynqpy-goapp-{source_hash(src)}"
+    binary = out_dir / "goapp"
+    if binary.exists():
+        return binary
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Built under a private name and renamed, so parallel sessions never run half a file.
+    partial = out_dir / f"goapp.{os.getpid()}.tmp"
+    try:
+        proc = subprocess.run([go, "build", "-o", str(partial), "."], check=False, cwd=src,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise GoPeerUnavailable(f"`go build` of {src} took longer than {timeout}s") from exc
+    if proc.returncode != 0:
+        raise GoPeerUnavailable(
+            f"`go build` of {src} failed (no module cache or proxy?):\n{proc.stderr[-2000:]}")
+    partial.replace(binary)
+    return binary
+
+
+def redis_args(redis_url: str) -> list[str]:
+    """goapp's --redis/--db/--password flags for a redis:// URL."""
+    u = urlsplit(redis_url)
+    if u.scheme != "redis":
+        raise ValueError(f"the Go peer takes redis:// URLs only, not {redis_url!r}")
+    args = ["--redis", f"{u.hostname or '127.0.0.1'}:{u.port or 6379}"]
+    db = u.path.strip("/")
+    args += ["--db", db or "0"]
+    if u.password:
+        args += ["--password", unquote(u.password)]
+    return args
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def unb64(text: str | None) -> bytes:
+    return base64.b64decode(text or "")
+
+
+def go_time(text: str | None) -> datetime | None:
+    """A Go RFC 3339 time from the peer's JSON (nanoseconds are cut to microseconds); null -> None."""
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def wait_until(probe: Callable[[], T | None], what: str, timeout: float = 15.0, every: float = 0.05) -> T:
+    """Poll probe until it returns something truthy and return that; AssertionError after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class GoPeer:
+    """Runs goapp subcommands against one Redis database and returns their parsed JSON."""
+
+    binary: Path
+    redis_url: str
+
+    def _run(self, cmd: str, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+        argv = [str(self.binary), cmd, *redis_args(self.redis_url), *args]
+        proc = subprocess.run(argv, input=None if stdin is None else stdin.encode(), capture_output=True,
+                              timeout=timeout, check=False)
+        if proc.returncode != 0:
+            # stderr may quote binary protobuf bytes; keep them readable rather than failing to decode.
+            err = proc.stderr.decode(errors="backslashreplace").strip()
+            raise GoPeerError(f"goapp {cmd} exited {proc.returncode}: {err}")
+        return proc.stdout.decode()
+
+    def enqueue(self, specs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Enqueue with the Go client. Each spec: type, payload_b64, queue, max_retry, timeout_s,
+        deadline_unix, process_in_s, process_at_unix, unique_s, task_id, retention_s, group, headers.
+
+        Returns per spec Go's TaskInfo (event "enqueued") or {event: "enqueue_error", error, kind}.
+        """
+        return _json_lines(self._run("enqueue", stdin=json.dumps(list(specs))))
+
+    def enqueue_one(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        (out,) = self.enqueue([spec])
+        return out
+
+    def work(self, queues: Mapping[str, int] | None = None, *, expect: int = 0, duration: float = 20,
+             concurrency: int = 4, retry_delay: float = 3600, strict: bool = False) -> list[dict[str, Any]]:
+        """Run a Go asynq.Server until `expect` handler calls returned (or `duration` seconds passed).
+
+        Handlers by type prefix: ok: (result "ok:<id>"), fail: ("boom <id>"), skip: (SkipRetry),
+        sleep: (payload ms). Returns one dict per call: id, type, payload_b64, headers, queue,
+        retry_count, max_retry, deadline_unix (the handler context's deadline).
+        """
+        qs = ",".join(f"{q}={p}" for q, p in (queues or {"default": 1}).items())
+        args = ["--queues", qs, "--expect", str(expect), "--duration", f"{duration}s",
+                "--concurrency", str(concurrency), "--retry-delay-s", str(retry_delay)]
+        if strict:
+            args.append("--strict")
+        return _json_lines(self._run("work", *args, timeout=duration + 30))
+
+    def inspect(self, *tasks: tuple[str, str]) -> dict[str, Any]:
+        """What Go's Inspector reports: queues, per_queue, servers, scheduler_entries, and `tasks`
+        (GetTaskInfo for each (queue, id) given, or {queue, id, error})."""
+        args = [f"--task={q}={tid}" for q, tid in tasks]
+        return json.loads(self._run("inspect", *args))
+
+    def task_info(self, queue: str, task_id: str) -> dict[str, Any]:
+        """Go's GetTaskInfo of one task; raises GoPeerError with Go's error text if it fails."""
+        (info,) = self.inspect((queue, task_id))["tasks"]
+        if "error" in info:
+            raise GoPeerError(info["error"])
+        return info
