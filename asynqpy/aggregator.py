@@ -35,7 +35,7 @@ class Aggregator(Loop):
     async def run_once(self) -> float | None:
         for q in self.rt.config.queues:
             for g in await self.rt.aredis.smembers(keys.groups(q)):
-                await self._check(q, g.decode())
+                await self._check(q, g.decode() if isinstance(g, bytes) else g)
         return None
 
     async def _check(self, q: str, group: str) -> None:

@@ -99,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     try:
         from inspector.cli import register
     except ImportError:  # the inspector package is part of the distribution; tolerate a partial install
-        register = None
-    if register is not None:
+        pass
+    else:
         register(sub)
     return parser
 

@@ -57,7 +57,7 @@ class EmbeddedServer:
     def url(self) -> str:
         return f"redis://{self.host}:{self.port}/0"
 
-    def start(self, timeout: float = 10.0) -> EmbeddedServer:
+    def start(self, timeout: float = 10.0) -> Self:
         """Start the server and wait until it answers PING. Raises RuntimeError if it does not."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         persist = [] if self._own_dir else ["--appendonly", "yes"]

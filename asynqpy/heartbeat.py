@@ -45,9 +45,9 @@ class Heartbeat(Loop):
         await pipe.execute()
         for ids in by_queue.values():
             for tid in ids:
-                at = self.rt.active.get(tid)
-                if at is not None:
-                    at.lease_expiry = expiry
+                held = self.rt.active.get(tid)
+                if held is not None:
+                    held.lease_expiry = expiry
         await self.rt.runner.run(broker.write_server_state(
             self.rt.server_key, self.rt.workers_key, ttl=ttl, info=self.server_info(now), workers=self.worker_infos()))
         return None

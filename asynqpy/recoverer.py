@@ -65,9 +65,9 @@ class Recoverer(Loop):
         if msg.retried >= msg.retry:
             call = broker.archive(q, tid, msg.SerializeToString(), now=now, lease_cutoff=cutoff)
         else:
-            exc = LeaseExpired()
-            delay = float(cfg.retry_delay(msg.retried, exc, None))
-            is_failure = bool(cfg.is_failure(exc))
+            lapsed = LeaseExpired()
+            delay = float(cfg.retry_delay(msg.retried, lapsed, None))
+            is_failure = bool(cfg.is_failure(lapsed))
             if is_failure:
                 msg.retried += 1
             call = broker.retry(q, tid, msg.SerializeToString(), retry_at=now + delay, now=now,

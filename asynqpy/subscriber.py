@@ -16,7 +16,7 @@ class Subscriber(Loop):
     name = "subscriber"
     interval = 1.0
 
-    def __init__(self, rt: Runtime, cancel: Callable[[str], None], wake: Callable[[], None]) -> None:
+    def __init__(self, rt: Runtime, cancel: Callable[[str], object], wake: Callable[[], None]) -> None:
         super().__init__()
         self.rt = rt
         self.cancel = cancel

@@ -179,7 +179,8 @@ def drop_lost_lease(q: str, task_id: str, *, cutoff: float) -> Call:
 
 def delete_expired_completed(q: str, *, now: float, batch: int = 100) -> Call:
     """Delete completed tasks whose retention ran out. Reply: how many."""
-    return Call(script("delete_expired_completed"), [keys.completed(q)], [not_after(now), keys.task_prefix(q), batch], int)
+    return Call(script("delete_expired_completed"), [keys.completed(q)],
+                [not_after(now), keys.task_prefix(q), batch], int)
 
 
 def write_server_state(server_key: str, workers_key: str, *, ttl: int, info: bytes,
