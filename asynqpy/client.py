@@ -36,6 +36,25 @@ def _prepare(task: Task, kw: dict[str, Any], now: float) -> tuple[TaskMessage, E
     return msg, opts, broker.enqueue(msg, opts, now=now)
 
 
+# Producers register their queue in asynq:queues (asynq's rule). A client repeats the SADD at most this often
+# per queue, so a queue deleted by an Inspector is registered again soon, and enqueues stay one command.
+REGISTER_EVERY = 10.0
+
+
+class _Registry:
+    """When this client last registered each queue."""
+
+    def __init__(self) -> None:
+        self._at: dict[str, float] = {}
+
+    def due(self, queue: str, now: float) -> str | None:
+        """The queue if it must be registered with this enqueue (the caller registers it), else None."""
+        if now - self._at.get(queue, -REGISTER_EVERY) < REGISTER_EVERY:
+            return None
+        self._at[queue] = now
+        return queue
+
+
 class _Options:
     """The keyword-only enqueue signature, shared by both clients."""
 
@@ -55,6 +74,7 @@ class Client:
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
         self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
         self._runner = SyncRunner(self.redis)
+        self._registry = _Registry()
 
     def enqueue(self, task: Task, *, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
                 timeout: Duration | None = None, deadline: datetime | None = None,
@@ -70,7 +90,7 @@ class Client:
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
                               retention, group)
         msg, opts, call = _prepare(task, kw, now)
-        self._runner.run(call, register_queue=opts.queue)
+        self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         return _info(msg, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,
@@ -113,6 +133,7 @@ class AsyncClient:
     def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
         self.redis = connection or aredis.Redis.from_url(redis_url or default_redis_url())
         self._runner = AsyncRunner(self.redis)
+        self._registry = _Registry()
 
     async def enqueue(self, task: Task, *, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
                       timeout: Duration | None = None, deadline: datetime | None = None,
@@ -124,7 +145,7 @@ class AsyncClient:
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
                               retention, group)
         msg, opts, call = _prepare(task, kw, now)
-        await self._runner.run(call, register_queue=opts.queue)
+        await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         return _info(msg, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,

@@ -29,6 +29,16 @@ from asynqpy.syncer import Syncer
 log = logging.getLogger("asynqpy")
 
 
+def _run(coro: Any) -> None:
+    """asyncio.run, on uvloop when it is installed (it halves the cost of each Redis round trip)."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
+
+
 class Server:
     """A worker server: runs handlers from a ServeMux for the configured queues.
 
@@ -49,7 +59,7 @@ class Server:
 
     def run(self, mux: ServeMux) -> None:
         """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError."""
-        asyncio.run(self.serve(mux, signals=True))
+        _run(self.serve(mux, signals=True))
 
     def start(self, mux: ServeMux) -> None:
         """Serve in a background thread; returns once the server is running. Raises what startup raised."""
@@ -74,7 +84,7 @@ class Server:
 
     def _thread_main(self, mux: ServeMux) -> None:
         try:
-            asyncio.run(self.serve(mux))
+            _run(self.serve(mux))
         except BaseException as exc:  # reported to start()
             self._error = exc
         finally:
