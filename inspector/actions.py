@@ -1,0 +1,240 @@
+"""The Inspector's write side: run, archive and delete (one task, a list, or every task of a state in bounded
+chunks), pause and unpause, cancel, delete a queue, update a scheduled task's payload. Each change is one script."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from asynqpy.errors import (
+    AsynqError,
+    FailedPreconditionError,
+    MalformedTaskError,
+    QueueAlreadyPausedError,
+    QueueNotEmptyError,
+    QueueNotPausedError,
+    TaskAlreadyArchivedError,
+    TaskNotFoundError,
+)
+from asynqpy.rdb import keys
+from asynqpy.rdb.broker import ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE
+from asynqpy.rdb.scripts import Call
+from asynqpy.task import TaskState
+from asynqpy.wire import decode_task_message
+from inspector.context import Ctx, check_id, check_ids, check_queue_name, check_state, state_source, text
+from inspector.models import BatchResult, TaskFailure
+from inspector.scripts import script
+
+DEFAULT_CHUNK = 250
+MAX_QUEUE_DELETE_ROUNDS = 20
+RUNNABLE = (TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED, TaskState.AGGREGATING)
+ARCHIVABLE = (TaskState.PENDING, TaskState.SCHEDULED, TaskState.RETRY, TaskState.AGGREGATING)
+DELETABLE = (TaskState.PENDING, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED, TaskState.COMPLETED,
+             TaskState.AGGREGATING)
+
+
+def _not_found(q: str, tid: str) -> AsynqError:
+    return TaskNotFoundError(f"no task {tid!r} in queue {q!r}", queue=q, task_id=tid)
+
+
+def _run_error(q: str, tid: str, code: int) -> AsynqError:
+    if code == -1:
+        return FailedPreconditionError(f"task {tid!r} is active: it cannot be run again (cancel it instead)",
+                                       queue=q, task_id=tid)
+    if code == -2:
+        return FailedPreconditionError(f"task {tid!r} is already pending", queue=q, task_id=tid)
+    return _not_found(q, tid)
+
+
+def _archive_error(q: str, tid: str, code: int) -> AsynqError:
+    if code == -1:
+        return TaskAlreadyArchivedError(f"task {tid!r} is already archived", queue=q, task_id=tid)
+    if code == -2:
+        return FailedPreconditionError(f"task {tid!r} is active: it cannot be archived (cancel it instead)",
+                                       queue=q, task_id=tid)
+    return _not_found(q, tid)
+
+
+def _delete_error(q: str, tid: str, code: int) -> AsynqError:
+    if code == -1:
+        return FailedPreconditionError(f"task {tid!r} is active: it cannot be deleted (cancel it first)",
+                                       queue=q, task_id=tid)
+    return _not_found(q, tid)
+
+
+def _run_call(q: str, ids: Sequence[str], now: float) -> Call:
+    return Call(script("run_tasks"), [keys.pending(q)], [keys.queue_prefix(q), int(now * 1e9), *ids])
+
+
+def _archive_call(q: str, ids: Sequence[str], now: float) -> Call:
+    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q)],
+                [keys.queue_prefix(q), int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, *ids])
+
+
+def _delete_call(q: str, ids: Sequence[str], now: float) -> Call:
+    return Call(script("delete_tasks"), [keys.pending(q)], [keys.queue_prefix(q), *ids])
+
+
+ACTIONS: dict[str, tuple[Callable[[str, Sequence[str], float], Call], Callable[[str, str, int], AsynqError]]] = {
+    "run": (_run_call, _run_error),
+    "archive": (_archive_call, _archive_error),
+    "delete": (_delete_call, _delete_error),
+}
+
+
+def on_tasks(ctx: Ctx, action: str, q: str, task_ids: Sequence[str], *, chunk: int) -> BatchResult:
+    """Apply action to each id, chunk ids per script call. Raises QueueNotFoundError; per-id errors are returned."""
+    check_queue_name(q)
+    ids = check_ids(task_ids)
+    ctx.require_queue(q)
+    build, error = ACTIONS[action]
+    ok: list[str] = []
+    failed: list[TaskFailure] = []
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        codes = ctx.run(build(q, part, ctx.now()))
+        for tid, code in zip(part, codes, strict=True):
+            if int(code) == 1:
+                ok.append(tid)
+            else:
+                failed.append(TaskFailure(tid, error(q, tid, int(code))))
+    return BatchResult(tuple(ok), tuple(failed))
+
+
+def on_task(ctx: Ctx, action: str, q: str, task_id: str) -> None:
+    """Apply action to one task; raises its typed error (QueueNotFoundError, TaskNotFoundError, ...)."""
+    check_id(task_id)
+    res = on_tasks(ctx, action, q, [task_id], chunk=1)
+    if res.failed:
+        raise res.failed[0].error
+
+
+def _groups(ctx: Ctx, q: str, group: str | None) -> list[str | None]:
+    if group is not None:
+        return [group]
+    return [text(g) for g in sorted(ctx.redis.smembers(keys.groups(q)))]
+
+
+def on_all(ctx: Ctx, action: str, q: str, state: TaskState | str, *, group: str | None, chunk: int) -> int:
+    """Apply action to every task of a state (every group's when state is aggregating and group is None).
+
+    Works in chunks of `chunk` tasks, each one script call, and stops after as many tasks as the state held
+    at the start, so producers that keep adding cannot keep it going. Returns how many tasks changed.
+    Raises QueueNotFoundError, FailedPreconditionError when the action does not apply to the state.
+    """
+    check_queue_name(q)
+    st = check_state(state)
+    allowed = {"run": RUNNABLE, "archive": ARCHIVABLE, "delete": DELETABLE}[action]
+    if st not in allowed:
+        raise FailedPreconditionError(f"cannot {action} all {st.value} tasks (possible for: "
+                                      f"{', '.join(s.value for s in allowed)})", queue=q)
+    if group is not None and st is not TaskState.AGGREGATING:
+        raise ValueError(f"group= applies to aggregating tasks only, not {st.value}")
+    ctx.require_queue(q)
+    groups = _groups(ctx, q, group) if st is TaskState.AGGREGATING else [None]
+    return sum(_drain(ctx, action, q, st, g, chunk) for g in groups)
+
+
+def _drain(ctx: Ctx, action: str, q: str, st: TaskState, group: str | None, chunk: int) -> int:
+    key, kind = state_source(q, st, group)
+    budget = int(ctx.redis.llen(key) if kind == "list" else ctx.redis.zcard(key))
+    moved = seen = 0
+    while seen < budget:
+        m, taken = ctx.run(_chunk_call(action, q, key, kind, group or "", min(chunk, budget - seen), ctx.now()))
+        moved, seen = moved + int(m), seen + int(taken)
+        if int(taken) == 0:
+            break
+    return moved
+
+
+def _chunk_call(action: str, q: str, key: str, kind: str, group: str, n: int, now: float) -> Call:
+    prefix = keys.task_prefix(q)
+    if action == "run":
+        return Call(script("run_all"), [key, keys.pending(q), keys.groups(q)], [prefix, n, int(now * 1e9), group])
+    if action == "archive":
+        return Call(script("archive_all"), [key, keys.archived(q), keys.groups(q)],
+                    [prefix, n, kind, int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, group])
+    return Call(script("delete_all"), [key, keys.groups(q)], [prefix, n, kind, group])
+
+
+def pause(ctx: Ctx, q: str) -> None:
+    """Stop workers from taking the queue's pending tasks. Raises QueueAlreadyPausedError.
+
+    As asynq does, a queue need not be registered to be paused.
+    """
+    check_queue_name(q)
+    if not ctx.redis.set(keys.paused(q), int(ctx.now()), nx=True):
+        raise QueueAlreadyPausedError(f"queue {q!r} is already paused", queue=q)
+
+
+def unpause(ctx: Ctx, q: str) -> None:
+    """Let workers take the queue's tasks again. Raises QueueNotPausedError."""
+    check_queue_name(q)
+    if not ctx.redis.delete(keys.paused(q)):
+        raise QueueNotPausedError(f"queue {q!r} is not paused", queue=q)
+
+
+def cancel(ctx: Ctx, task_id: str) -> int:
+    """Ask every server to cancel the running task (best effort). Returns how many servers heard it."""
+    check_id(task_id)
+    return int(ctx.redis.publish(keys.CANCEL_CHANNEL, task_id))
+
+
+def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
+    """Remove a queue: its tasks (all of them with force), its structures and its registration.
+
+    Without force a queue holding pending, active, scheduled, retry, archived or aggregating tasks is kept
+    (QueueNotEmptyError); completed tasks are deleted with it. With force only active tasks keep it
+    (FailedPreconditionError). Stats and the paused flag stay, as in asynq. Raises QueueNotFoundError.
+    """
+    check_queue_name(q)
+    ctx.require_queue(q)
+    names = ("pending", "active", "scheduled", "retry", "archived", "lease", "completed")
+    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q)],
+                ["1" if force else "0", keys.task_prefix(q), keys.group_prefix(q), chunk])
+    for _ in range(MAX_QUEUE_DELETE_ROUNDS):
+        code = int(ctx.run(call))
+        if code == 1:
+            ctx.redis.srem(keys.QUEUES, q)
+            return
+        if code == -1:
+            raise QueueNotEmptyError(f"queue {q!r} is not empty (use force to delete its tasks)", queue=q)
+        if code == -2:
+            raise FailedPreconditionError(f"queue {q!r} has active tasks: it cannot be deleted", queue=q)
+        states = DELETABLE if force else (TaskState.COMPLETED,)
+        for st in states:
+            for g in (_groups(ctx, q, None) if st is TaskState.AGGREGATING else [None]):
+                _drain(ctx, "delete", q, st, g, chunk)
+    raise FailedPreconditionError(f"queue {q!r} keeps receiving tasks: it could not be emptied", queue=q)
+
+
+def update_payload(ctx: Ctx, q: str, task_id: str, payload: bytes) -> None:
+    """Replace a scheduled task's payload. Raises QueueNotFoundError, TaskNotFoundError,
+    FailedPreconditionError (not scheduled), MalformedTaskError (its message does not decode)."""
+    check_queue_name(q)
+    check_id(task_id)
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+    ctx.require_queue(q)
+    key = keys.task(q, task_id)
+    for _ in range(5):
+        old, state = ctx.redis.hmget(key, "msg", "state")
+        if state is None:
+            raise _not_found(q, task_id)
+        if text(state) != TaskState.SCHEDULED.value:
+            break
+        if old is None:
+            raise MalformedTaskError(f"task {task_id!r} in queue {q!r} has no message", queue=q, task_id=task_id)
+        msg = decode_task_message(old if isinstance(old, bytes) else old.encode(), queue=q, task_id=task_id)
+        msg.payload = bytes(payload)
+        code = int(ctx.run(Call(script("update_payload"), [key], [old, msg.SerializeToString()])))
+        if code == 1:
+            return
+        if code == 0:
+            raise _not_found(q, task_id)
+        if code == -1:
+            break
+    else:
+        raise FailedPreconditionError(f"task {task_id!r} kept changing: try again", queue=q, task_id=task_id)
+    state_now = text(ctx.redis.hget(key, "state") or b"gone")
+    raise FailedPreconditionError(f"only scheduled tasks can be updated; task {task_id!r} is {state_now}",
+                                  queue=q, task_id=task_id)

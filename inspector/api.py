@@ -1,0 +1,227 @@
+"""Inspector: the one door through which the dashboard, the exporter and the CLI see and change queues."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Self
+
+import redis
+
+from asynqpy.embedded import default_redis_url
+from asynqpy.task import TaskState
+from inspector import actions, cluster, explain, reader
+from inspector.context import Ctx
+from inspector.models import (
+    BatchResult,
+    DailyStats,
+    Explanation,
+    Finding,
+    GroupInfo,
+    QueueInfo,
+    RedisInfo,
+    SchedulerEnqueueEvent,
+    SchedulerEntry,
+    SearchResult,
+    ServerInfo,
+    TaskPage,
+    TaskRecord,
+)
+
+
+class Inspector:
+    """Reads and changes asynq queues in Redis, whether Go asynq or asynqpy wrote them.
+
+    redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server, then localhost.
+    connection: an existing binary (decode_responses=False) client to use instead.
+    clock: Unix seconds, for "now" (tests and replays of recorded state). chunk: tasks per script call in
+    the actions on many tasks (500 keeps each call to a few ms).
+
+    Every method may also raise redis.ConnectionError (and other redis errors) when Redis misbehaves;
+    bad arguments raise TypeError or ValueError with a message naming them.
+    """
+
+    def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None,
+                 clock: Callable[[], float] = time.time, chunk: int = actions.DEFAULT_CHUNK) -> None:
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk must be a positive int, got {chunk!r}")
+        self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
+        self._ctx = Ctx(self.redis, clock)
+        self.chunk = chunk
+
+    def close(self) -> None:
+        self.redis.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- queues -------------------------------------------------------------------------------------------
+
+    def queues(self) -> list[str]:
+        """Names of the registered queues (asynq:queues), sorted."""
+        return reader.queues(self._ctx)
+
+    def queue_info(self, queue: str, *, memory: bool = True) -> QueueInfo:
+        """Counts and health of one queue. memory=False skips the (sampled) memory estimate.
+
+        Raises QueueNotFoundError.
+        """
+        return reader.queue_infos(self._ctx, [queue], memory=memory)[0]
+
+    def queue_infos(self, queues: Sequence[str] | None = None, *, memory: bool = True) -> list[QueueInfo]:
+        """QueueInfo of every registered queue (or of the given ones), in one pipelined round trip.
+
+        Raises QueueNotFoundError for a given queue that is not registered.
+        """
+        return reader.queue_infos(self._ctx, queues, memory=memory)
+
+    def history(self, queue: str, days: int = 7) -> list[DailyStats]:
+        """Processed and failed per UTC day, today first. Raises QueueNotFoundError."""
+        return reader.history(self._ctx, queue, days)
+
+    def groups(self, queue: str) -> list[GroupInfo]:
+        """Aggregation groups of a queue with their sizes. Raises QueueNotFoundError."""
+        return cluster.groups(self._ctx, queue)
+
+    def pause(self, queue: str) -> None:
+        """Stop servers from taking the queue's tasks. Raises QueueAlreadyPausedError."""
+        actions.pause(self._ctx, queue)
+
+    def unpause(self, queue: str) -> None:
+        """Resume a paused queue. Raises QueueNotPausedError."""
+        actions.unpause(self._ctx, queue)
+
+    def delete_queue(self, queue: str, force: bool = False) -> None:
+        """Remove a queue. Raises QueueNotFoundError, QueueNotEmptyError (without force), FailedPreconditionError
+        (active tasks). See actions.delete_queue."""
+        actions.delete_queue(self._ctx, queue, force=force, chunk=self.chunk)
+
+    # -- tasks --------------------------------------------------------------------------------------------
+
+    def list_tasks(self, queue: str, state: TaskState | str, *, page: int = 1, size: int = 30,
+                   group: str | None = None) -> TaskPage:
+        """One page of a state's tasks, in asynq's order; group= is required for aggregating tasks.
+
+        A task that cannot be read is listed with its problem set. Raises QueueNotFoundError.
+        """
+        return reader.list_tasks(self._ctx, queue, state, page=page, size=size, group=group)
+
+    def get_task(self, queue: str, task_id: str) -> TaskRecord:
+        """Everything stored about a task, with the full display form of its payload and result.
+
+        Raises QueueNotFoundError, TaskNotFoundError, MalformedTaskError (the hash's state is not asynq's).
+        """
+        return reader.get_task(self._ctx, queue, task_id)
+
+    def search(self, queue: str, state: TaskState | str, *, type: str | None = None, id_prefix: str | None = None,
+               text: str | None = None, error: str | None = None, limit: int = 50, cursor: int = 0,
+               max_scan: int = 10_000, window: int = 500, group: str | None = None) -> SearchResult:
+        """Tasks of a state whose type starts with type, id with id_prefix, whose payload contains text and
+        whose last error contains error (substrings: ASCII case-insensitive).
+
+        Scans at most max_scan tasks from position cursor, window tasks per script call, and stops at
+        limit matches; result.next_cursor resumes it. Raises QueueNotFoundError.
+        """
+        flt = reader.SearchFilter(type=type, id_prefix=id_prefix, text=text, error=error)
+        return reader.search(self._ctx, queue, state, flt, limit=limit, cursor=cursor, max_scan=max_scan,
+                             window=window, group=group)
+
+    def run_task(self, queue: str, task_id: str) -> None:
+        """Move a scheduled, retry, archived, completed or aggregating task to pending.
+
+        Raises QueueNotFoundError, TaskNotFoundError, FailedPreconditionError (active or pending).
+        """
+        actions.on_task(self._ctx, "run", queue, task_id)
+
+    def run_tasks(self, queue: str, task_ids: Sequence[str]) -> BatchResult:
+        """run_task for each id; per-id errors are in the result. Raises QueueNotFoundError."""
+        return actions.on_tasks(self._ctx, "run", queue, task_ids, chunk=self.chunk)
+
+    def run_all(self, queue: str, state: TaskState | str, *, group: str | None = None) -> int:
+        """Move every scheduled, retry, archived or aggregating task to pending, in chunks. Returns how many.
+
+        Raises QueueNotFoundError, FailedPreconditionError for another state.
+        """
+        return actions.on_all(self._ctx, "run", queue, state, group=group, chunk=self.chunk)
+
+    def archive_task(self, queue: str, task_id: str) -> None:
+        """Archive a pending, scheduled, retry, completed or aggregating task.
+
+        Raises QueueNotFoundError, TaskNotFoundError, TaskAlreadyArchivedError, FailedPreconditionError (active).
+        """
+        actions.on_task(self._ctx, "archive", queue, task_id)
+
+    def archive_tasks(self, queue: str, task_ids: Sequence[str]) -> BatchResult:
+        """archive_task for each id; per-id errors are in the result. Raises QueueNotFoundError."""
+        return actions.on_tasks(self._ctx, "archive", queue, task_ids, chunk=self.chunk)
+
+    def archive_all(self, queue: str, state: TaskState | str, *, group: str | None = None) -> int:
+        """Archive every pending, scheduled, retry or aggregating task, in chunks. Returns how many.
+
+        Raises QueueNotFoundError, FailedPreconditionError for another state.
+        """
+        return actions.on_all(self._ctx, "archive", queue, state, group=group, chunk=self.chunk)
+
+    def delete_task(self, queue: str, task_id: str) -> None:
+        """Delete a task that is not active, releasing its uniqueness lock.
+
+        Raises QueueNotFoundError, TaskNotFoundError, FailedPreconditionError (active).
+        """
+        actions.on_task(self._ctx, "delete", queue, task_id)
+
+    def delete_tasks(self, queue: str, task_ids: Sequence[str]) -> BatchResult:
+        """delete_task for each id; per-id errors are in the result. Raises QueueNotFoundError."""
+        return actions.on_tasks(self._ctx, "delete", queue, task_ids, chunk=self.chunk)
+
+    def delete_all(self, queue: str, state: TaskState | str, *, group: str | None = None) -> int:
+        """Delete every task of a state but active, in chunks. Returns how many.
+
+        Raises QueueNotFoundError, FailedPreconditionError for active.
+        """
+        return actions.on_all(self._ctx, "delete", queue, state, group=group, chunk=self.chunk)
+
+    def cancel(self, task_id: str) -> int:
+        """Ask the servers to cancel an active task (best effort; the handler sees a cancellation, which counts
+        as a failure). Returns how many servers heard the request."""
+        return actions.cancel(self._ctx, task_id)
+
+    def update_payload(self, queue: str, task_id: str, payload: bytes) -> TaskRecord:
+        """Replace a scheduled task's payload and return the task as now stored.
+
+        Raises QueueNotFoundError, TaskNotFoundError, FailedPreconditionError (not scheduled),
+        MalformedTaskError.
+        """
+        actions.update_payload(self._ctx, queue, task_id, payload)
+        return self.get_task(queue, task_id)
+
+    # -- servers, schedulers, diagnosis --------------------------------------------------------------------
+
+    def servers(self) -> list[ServerInfo]:
+        """Live servers with their running tasks."""
+        return cluster.servers(self._ctx)
+
+    def scheduler_entries(self) -> list[SchedulerEntry]:
+        """Cron entries of live schedulers."""
+        return cluster.scheduler_entries(self._ctx)
+
+    def scheduler_history(self, entry_id: str, *, page: int = 1, size: int = 30) -> list[SchedulerEnqueueEvent]:
+        """The entry's enqueue events, newest first."""
+        return cluster.scheduler_history(self._ctx, entry_id, page=page, size=size)
+
+    def redis_info(self) -> RedisInfo:
+        """Version, memory, clients and uptime, with warnings for settings that can lose tasks."""
+        return cluster.redis_info(self._ctx)
+
+    def explain(self, queue: str, task_id: str) -> Explanation:
+        """Why the task has not run (yet): findings in the order an operator checks them (never raises for a
+        missing queue or task: those are findings)."""
+        return explain.explain(self._ctx, queue, task_id)
+
+    def queue_warnings(self, queue: str, *, latency_threshold: float = 300.0,
+                       archive_ratio: float = 0.9) -> list[Finding]:
+        """What needs attention in a queue. Raises QueueNotFoundError."""
+        return explain.queue_warnings(self._ctx, queue, latency_threshold=latency_threshold,
+                                      archive_ratio=archive_ratio)

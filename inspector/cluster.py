@@ -1,0 +1,185 @@
+"""The Inspector's read side beyond single queues: servers and their workers, scheduler entries and their
+history, aggregation groups, and the Redis server's own health."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from asynqpy.rdb import keys
+from asynqpy.wire import SchedulerEnqueueEvent as PbEvent
+from asynqpy.wire import SchedulerEntry as PbEntry
+from asynqpy.wire import ServerInfo as PbServer
+from asynqpy.wire import WorkerInfo as PbWorker
+from asynqpy.wire import timestamp_to_datetime
+from inspector.context import Ctx, check_page, check_queue_name, queue_missing, text
+from inspector.models import (
+    ActiveWorker,
+    Finding,
+    GroupInfo,
+    RedisInfo,
+    SchedulerEnqueueEvent,
+    SchedulerEntry,
+    ServerInfo,
+)
+
+MEMORY_WARN_RATIO = 0.9
+
+
+def _parse(cls: Any, data: bytes | None) -> Any:
+    """A decoded protobuf message, or None for missing or undecodable bytes (a bad entry is skipped)."""
+    if data is None:
+        return None
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except (DecodeError, ValueError):
+        return None
+    return msg
+
+
+def _worker(w: Any) -> ActiveWorker:
+    return ActiveWorker(task_id=w.task_id, task_type=w.task_type, task_payload=bytes(w.task_payload),
+                        queue=w.queue, started=timestamp_to_datetime(w.start_time),
+                        deadline=timestamp_to_datetime(w.deadline))
+
+
+def servers(ctx: Ctx) -> list[ServerInfo]:
+    """Live servers (heartbeat not expired), with their running tasks, sorted by host and pid."""
+    now = ctx.now()
+    skeys, wkeys = ctx.read(lambda p: (p.zrangebyscore(keys.SERVERS, now, "+inf"),
+                                       p.zrangebyscore(keys.WORKERS, now, "+inf")))
+    if not skeys:
+        return []
+
+    def fill(p: Any) -> None:
+        for k in skeys:
+            p.get(k)
+        for k in wkeys:
+            p.hvals(k)
+
+    out = ctx.read(fill)
+    by_server: dict[str, list[ActiveWorker]] = {}
+    for vals in out[len(skeys):]:
+        for data in vals:
+            w = _parse(PbWorker, data)
+            if w is not None:
+                by_server.setdefault(w.server_id, []).append(_worker(w))
+    result = []
+    for data in out[:len(skeys)]:
+        s = _parse(PbServer, data)
+        if s is None:
+            continue
+        workers = sorted(by_server.get(s.server_id, []), key=lambda w: (w.started is None, w.started, w.task_id))
+        result.append(ServerInfo(
+            id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
+            queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
+            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers)))
+    return sorted(result, key=lambda s: (s.host, s.pid, s.id))
+
+
+def _scheduler_id(key: str) -> str:
+    prefix = keys.SCHEDULERS + ":{"
+    return key[len(prefix):-1] if key.startswith(prefix) and key.endswith("}") else key
+
+
+def scheduler_entries(ctx: Ctx) -> list[SchedulerEntry]:
+    """Entries of live schedulers, sorted by spec and type."""
+    now = ctx.now()
+    (skeys,) = ctx.read(lambda p: p.zrangebyscore(keys.SCHEDULERS, now, "+inf"))
+    if not skeys:
+        return []
+    lists = ctx.read(lambda p: [p.lrange(k, 0, -1) for k in skeys])
+    out = []
+    for k, items in zip(skeys, lists, strict=True):
+        for data in items:
+            e = _parse(PbEntry, data)
+            if e is None:
+                continue
+            out.append(SchedulerEntry(
+                id=e.id, spec=e.spec, task_type=e.task_type, task_payload=bytes(e.task_payload),
+                opts=tuple(e.enqueue_options), next_enqueue_at=timestamp_to_datetime(e.next_enqueue_time),
+                prev_enqueue_at=timestamp_to_datetime(e.prev_enqueue_time), scheduler_id=_scheduler_id(text(k))))
+    return sorted(out, key=lambda e: (e.spec, e.task_type, e.id))
+
+
+def scheduler_history(ctx: Ctx, entry_id: str, *, page: int, size: int) -> list[SchedulerEnqueueEvent]:
+    """Enqueue events of a scheduler entry, newest first."""
+    if not isinstance(entry_id, str) or not entry_id.strip():
+        raise ValueError("entry id must be a non-blank str")
+    start, stop = check_page(page, size)
+    (raw,) = ctx.read(lambda p: p.zrevrange(keys.scheduler_history(entry_id), start, stop))
+    out = []
+    for data in raw:
+        ev = _parse(PbEvent, data)
+        if ev is not None:
+            out.append(SchedulerEnqueueEvent(ev.task_id, timestamp_to_datetime(ev.enqueue_time)))
+    return out
+
+
+def groups(ctx: Ctx, q: str) -> list[GroupInfo]:
+    """The queue's aggregation groups with their sizes, sorted by name. Raises QueueNotFoundError."""
+    check_queue_name(q)
+    known, names = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), p.smembers(keys.groups(q))))
+    if not known:
+        raise queue_missing(q)
+    ordered = sorted(text(g) for g in names)
+    sizes = ctx.read(lambda p: [p.zcard(keys.group(q, g)) for g in ordered]) if ordered else []
+    return [GroupInfo(g, int(n)) for g, n in zip(ordered, sizes, strict=True)]
+
+
+def redis_info(ctx: Ctx) -> RedisInfo:
+    """INFO and the persistence settings, with warnings for settings that can lose tasks."""
+    info: Mapping[str, Any] = ctx.redis.info()
+    save = _config_save(ctx)
+    server = "valkey" if "valkey_version" in info else "redis"
+    version = str(info.get("valkey_version") or info.get("redis_version") or "")
+    aof = bool(int(info.get("aof_enabled", 0) or 0))
+    persistence = _persistence(save, aof)
+    used, maxmem = int(info.get("used_memory", 0) or 0), int(info.get("maxmemory", 0) or 0)
+    policy = str(info.get("maxmemory_policy", ""))
+    return RedisInfo(
+        server=server, version=version, mode=str(info.get("redis_mode", "standalone")),
+        uptime_seconds=int(info.get("uptime_in_seconds", 0) or 0),
+        connected_clients=int(info.get("connected_clients", 0) or 0), used_memory=used,
+        used_memory_human=str(info.get("used_memory_human", "")),
+        used_memory_peak=int(info.get("used_memory_peak", 0) or 0), maxmemory=maxmem, maxmemory_policy=policy,
+        fragmentation_ratio=float(info.get("mem_fragmentation_ratio", 0) or 0), persistence=persistence,
+        warnings=tuple(redis_warnings(policy, persistence, used, maxmem)), raw=MappingProxyType(dict(info)))
+
+
+def _persistence(save: bool | None, aof: bool) -> str:
+    """rdb, aof, rdb+aof, none, or unknown (when the snapshot setting cannot be read and AOF is off)."""
+    parts = [name for name, on in (("rdb", save), ("aof", aof)) if on]
+    if parts:
+        return "+".join(parts)
+    return "unknown" if save is None else "none"
+
+
+def _config_save(ctx: Ctx) -> bool | None:
+    """Whether RDB snapshots are configured; None when CONFIG is not allowed (managed services)."""
+    try:
+        cfg = ctx.redis.config_get("save")
+    except Exception:
+        return None
+    vals: dict[Any, Any] = dict(cfg)
+    return bool(text(vals.get("save", vals.get(b"save", b""))).strip())
+
+
+def redis_warnings(policy: str, persistence: str, used: int, maxmem: int) -> list[Finding]:
+    out = []
+    if policy and policy != "noeviction":
+        out.append(Finding("warn", "eviction_policy",
+                           f"maxmemory-policy is {policy!r}: under memory pressure Redis evicts keys, and with them "
+                           "tasks; asynq needs 'noeviction'"))
+    if persistence == "none":
+        out.append(Finding("warn", "no_persistence",
+                           "neither RDB snapshots nor AOF are enabled: a Redis restart loses every task"))
+    if maxmem and used >= MEMORY_WARN_RATIO * maxmem:
+        out.append(Finding("warn", "memory_near_limit",
+                           f"used memory is {used * 100 // maxmem}% of maxmemory: new tasks will be refused "
+                           "(noeviction) or keys evicted"))
+    return out

@@ -1,0 +1,74 @@
+"""Turns payload and result bytes into a bounded display form: pretty JSON, printable text, or hex."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from inspector.models import PayloadView
+
+DEFAULT_LIMIT = 64 * 1024
+PREVIEW_LIMIT = 200
+
+Kind = Literal["empty", "json", "text", "hex"]
+
+
+def _printable(text: str) -> bool:
+    return all(ch.isprintable() or ch in "\n\r\t" for ch in text)
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+def view(data: bytes | None, *, limit: int = DEFAULT_LIMIT, pretty: bool = True) -> PayloadView:
+    """The display form of data, cut at about limit characters.
+
+    UTF-8 JSON is shown pretty-printed (compact when pretty is False), other printable UTF-8 as text,
+    anything else as hex. size is always the full size in bytes. Raises ValueError for a limit < 1.
+    """
+    if limit < 1:
+        raise ValueError(f"display limit must be at least 1, got {limit}")
+    raw = bytes(data or b"")
+    if not raw:
+        return PayloadView("empty", "", 0, False)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _hex(raw, limit)
+    shown = _json(text, pretty)
+    if shown is not None:
+        cut, truncated = _cut(shown, limit)
+        return PayloadView("json", cut, len(raw), truncated)
+    if _printable(text):
+        cut, truncated = _cut(text, limit)
+        return PayloadView("text", cut, len(raw), truncated)
+    return _hex(raw, limit)
+
+
+def _json(text: str, pretty: bool) -> str | None:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in '{["':
+        return None  # bare numbers and words read better as text
+    try:
+        obj = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    if pretty:
+        return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False)
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _hex(raw: bytes, limit: int) -> PayloadView:
+    part = raw[: max(1, limit // 3)]  # 'xx ' per byte
+    return PayloadView("hex", part.hex(" "), len(raw), len(part) < len(raw))
+
+
+def preview(data: bytes | None, limit: int = PREVIEW_LIMIT) -> PayloadView:
+    """A one-line form for table cells: compact JSON or text with newlines shown as spaces."""
+    v = view(data, limit=limit, pretty=False)
+    if v.kind == "text":
+        return PayloadView(v.kind, " ".join(v.text.split()), v.size, v.truncated)
+    return v

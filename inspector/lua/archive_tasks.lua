@@ -1,0 +1,41 @@
+-- archive_tasks: move the given tasks to archived (asynq's ArchiveTask, for many ids at once), then trim
+-- the archive by age and size, deleting the hashes of the trimmed tasks.
+-- KEYS[1] pending list   KEYS[2] archived sorted set
+-- ARGV[1] queue key prefix asynq:{q}:   ARGV[2] now (Unix s)   ARGV[3] age cutoff (Unix s)
+-- ARGV[4] max archive size   ARGV[5..] task ids
+-- returns one code per id: 1 archived, 0 no such task, -1 already archived, -2 active
+local codes = {}
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local key = ARGV[1] .. "t:" .. id
+  local state, group = unpack(redis.call("HMGET", key, "state", "group"))
+  if not state then
+    codes[#codes + 1] = 0
+  elseif state == "archived" then
+    codes[#codes + 1] = -1
+  elseif state == "active" then
+    codes[#codes + 1] = -2
+  else
+    if state == "pending" then
+      redis.call("LREM", KEYS[1], 1, id)
+    elseif state == "aggregating" then
+      if group then
+        local gkey = ARGV[1] .. "g:" .. group
+        redis.call("ZREM", gkey, id)
+        if redis.call("EXISTS", gkey) == 0 then redis.call("SREM", ARGV[1] .. "groups", group) end
+      end
+    else
+      redis.call("ZREM", ARGV[1] .. state, id)
+    end
+    redis.call("ZADD", KEYS[2], ARGV[2], id)
+    redis.call("HSET", key, "state", "archived")
+    redis.call("HDEL", key, "pending_since")
+    codes[#codes + 1] = 1
+  end
+end
+for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", ARGV[3])) do redis.call("DEL", ARGV[1] .. "t:" .. id) end
+redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", ARGV[3])
+local cap = -tonumber(ARGV[4])
+for _, id in ipairs(redis.call("ZRANGE", KEYS[2], 0, cap)) do redis.call("DEL", ARGV[1] .. "t:" .. id) end
+redis.call("ZREMRANGEBYRANK", KEYS[2], 0, cap)
+return codes

@@ -1,0 +1,24 @@
+-- delete_all: delete one bounded chunk of a state's tasks (pending oldest first, or a sorted set), releasing
+-- the uniqueness locks they hold. The caller repeats it until nothing is taken.
+-- KEYS[1] source list or sorted set   KEYS[2] groups set
+-- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] "list" or "zset"
+-- ARGV[4] group name when the source is a group, else ''
+-- returns {deleted, taken}
+local n = tonumber(ARGV[2])
+local ids
+if ARGV[3] == "list" then
+  ids = redis.call("LRANGE", KEYS[1], -n, -1)
+  redis.call("LTRIM", KEYS[1], 0, -(#ids + 1))
+else
+  ids = redis.call("ZRANGE", KEYS[1], 0, n - 1)
+  if #ids > 0 then redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1) end
+end
+local deleted = 0
+for _, id in ipairs(ids) do
+  local key = ARGV[1] .. id
+  local ukey = redis.call("HGET", key, "unique_key")
+  if ukey and redis.call("GET", ukey) == id then redis.call("DEL", ukey) end
+  deleted = deleted + redis.call("DEL", key)
+end
+if ARGV[4] ~= "" and redis.call("EXISTS", KEYS[1]) == 0 then redis.call("SREM", KEYS[2], ARGV[4]) end
+return {deleted, #ids}

@@ -1,0 +1,50 @@
+-- queue_info: every count of one queue, its oldest pending task and soonest due times, in one step (read only).
+-- KEYS[1] pending   KEYS[2] active   KEYS[3] scheduled   KEYS[4] retry   KEYS[5] archived   KEYS[6] completed
+-- KEYS[7] paused   KEYS[8] groups set   KEYS[9] processed:<day>   KEYS[10] failed:<day>
+-- KEYS[11] processed (all time)   KEYS[12] failed (all time)
+-- ARGV[1] task key prefix   ARGV[2] group key prefix   ARGV[3] memory sample size (0 = do not sample memory)
+-- returns {pending, active, scheduled, retry, archived, completed, aggregating, groups, paused (0/1),
+--   processed, failed, processed total, failed total (strings, '' when unset), oldest pending_since (ns string, ''),
+--   soonest scheduled score (''), soonest retry score (''), approximate memory in bytes (-1 when not sampled)}
+local function first_score(key)
+  local s = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  return s[2] or ""
+end
+local function mem(key)
+  return tonumber(redis.call("MEMORY", "USAGE", key) or 0) or 0
+end
+local function sampled(ids, total)
+  if #ids == 0 then return 0 end
+  local sum = 0
+  for _, id in ipairs(ids) do sum = sum + mem(ARGV[1] .. id) end
+  return math.floor(sum / #ids * total)
+end
+local n = tonumber(ARGV[3])
+local counts = {redis.call("LLEN", KEYS[1]), redis.call("LLEN", KEYS[2])}
+for i = 3, 6 do counts[i] = redis.call("ZCARD", KEYS[i]) end
+local groups = redis.call("SMEMBERS", KEYS[8])
+local aggregating, memory = 0, -1
+for _, g in ipairs(groups) do aggregating = aggregating + redis.call("ZCARD", ARGV[2] .. g) end
+if n > 0 then
+  memory = 0
+  for i = 1, 2 do memory = memory + sampled(redis.call("LRANGE", KEYS[i], 0, n - 1), counts[i]) + mem(KEYS[i]) end
+  for i = 3, 6 do memory = memory + sampled(redis.call("ZRANGE", KEYS[i], 0, n - 1), counts[i]) + mem(KEYS[i]) end
+  local ids = {}
+  for i = 1, math.min(5, #groups) do
+    local gkey = ARGV[2] .. groups[i]
+    memory = memory + mem(gkey)
+    for _, id in ipairs(redis.call("ZRANGE", gkey, 0, n - 1)) do ids[#ids + 1] = id end
+  end
+  memory = memory + sampled(ids, aggregating)
+end
+local since = ""
+local oldest = redis.call("LRANGE", KEYS[1], -1, -1)[1]
+if oldest then since = redis.call("HGET", ARGV[1] .. oldest, "pending_since") or "" end
+local out = {counts[1], counts[2], counts[3], counts[4], counts[5], counts[6], aggregating, #groups,
+  redis.call("EXISTS", KEYS[7])}
+for i = 9, 12 do out[#out + 1] = redis.call("GET", KEYS[i]) or "" end
+out[#out + 1] = since
+out[#out + 1] = first_score(KEYS[3])
+out[#out + 1] = first_score(KEYS[4])
+out[#out + 1] = memory
+return out

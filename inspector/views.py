@@ -1,0 +1,272 @@
+"""What each CLI command asks the Inspector and how it shows the answer, as a table or as JSON data."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asynqpy.task import TaskState
+from inspector.api import Inspector
+from inspector.models import Finding, QueueInfo, TaskRecord
+from inspector.textout import cell, pairs, size, span, table, when
+
+PAST = {"run": "moved to pending", "archive": "archived", "delete": "deleted"}
+ORDER = ("pending", "active", "scheduled", "retry", "archived", "completed", "aggregating")
+
+
+@dataclass(frozen=True)
+class Out:
+    """A command's answer: data for --json, text for people, and whether everything succeeded."""
+
+    data: Any
+    text: str
+    ok: bool = True
+
+
+class Aborted(Exception):
+    """The user declined a confirmation prompt."""
+
+
+def confirm(question: str, args: argparse.Namespace) -> None:
+    """Ask on the terminal unless --yes was given. Raises Aborted unless the answer is yes."""
+    if getattr(args, "yes", False):
+        return
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise Aborted()
+
+
+def _findings(items: list[Finding] | tuple[Finding, ...]) -> str:
+    return "\n".join(f"[{f.level}] {f.message}" for f in items)
+
+
+# -- queues --------------------------------------------------------------------------------------------------
+
+def _queue_rows(infos: list[QueueInfo]) -> str:
+    rows = [[i.queue, "paused" if i.paused else "run", i.size, i.pending, i.active, i.scheduled, i.retry,
+             i.archived, i.completed, i.aggregating, span(i.latency), i.processed, i.failed, size(i.memory_usage)]
+            for i in infos]
+    return table(["QUEUE", "STATE", "SIZE", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "COMPLETED",
+                  "AGGREGATING", "LATENCY", "PROCESSED", "FAILED", "MEMORY"], rows)
+
+
+def stats(insp: Inspector, args: argparse.Namespace) -> Out:
+    infos = insp.queue_infos()
+    ri = dataclasses.replace(insp.redis_info(), raw={})
+    text = _queue_rows(infos) if infos else "no queues"
+    maxmem = size(ri.maxmemory) if ri.maxmemory else "no limit"
+    text += (f"\n\n{ri.server} {ri.version}, up {span(ri.uptime_seconds)}, {ri.connected_clients} clients, "
+             f"memory {size(ri.used_memory)} (max {maxmem}, policy {ri.maxmemory_policy}), "
+             f"persistence {ri.persistence}")
+    if ri.warnings:
+        text += "\n" + _findings(ri.warnings)
+    return Out({"queues": infos, "redis": ri}, text + "\n(processed and failed: today, UTC)")
+
+
+def queue_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    infos = insp.queue_infos(memory=False)
+    rows = [[i.queue, "paused" if i.paused else "run", i.size, i.pending, span(i.latency)] for i in infos]
+    return Out(infos, table(["QUEUE", "STATE", "SIZE", "PENDING", "LATENCY"], rows) if infos else "no queues")
+
+
+def queue_info(insp: Inspector, args: argparse.Namespace) -> Out:
+    i = insp.queue_info(args.queue)
+    warnings = insp.queue_warnings(args.queue)
+    now = i.timestamp.timestamp()
+    items: list[tuple[str, Any]] = [("queue", i.queue), ("state", "paused" if i.paused else "running"),
+                                    ("size", i.size)]
+    items += [(s, i.count(s)) for s in ORDER]
+    items += [("groups", i.groups), ("latency", span(i.latency)),
+              ("oldest pending since", when(i.oldest_pending_since, now)),
+              ("next scheduled", when(i.next_scheduled_at, now)), ("next retry", when(i.next_retry_at, now)),
+              ("processed today", i.processed), ("failed today", i.failed),
+              ("processed (all time)", i.processed_total), ("failed (all time)", i.failed_total),
+              ("memory (approx.)", size(i.memory_usage))]
+    text = pairs(items) + ("\n\n" + _findings(warnings) if warnings else "")
+    return Out({"info": i, "warnings": warnings}, text)
+
+
+def queue_history(insp: Inspector, args: argparse.Namespace) -> Out:
+    days = insp.history(args.queue, args.days)
+    return Out(days, table(["DATE (UTC)", "PROCESSED", "FAILED"], [[str(d.date), d.processed, d.failed]
+                                                                    for d in days]))
+
+
+def queue_pause(insp: Inspector, args: argparse.Namespace) -> Out:
+    insp.pause(args.queue)
+    return Out({"queue": args.queue, "paused": True}, f"queue {args.queue!r} paused")
+
+
+def queue_unpause(insp: Inspector, args: argparse.Namespace) -> Out:
+    insp.unpause(args.queue)
+    return Out({"queue": args.queue, "paused": False}, f"queue {args.queue!r} resumed")
+
+
+def queue_rm(insp: Inspector, args: argparse.Namespace) -> Out:
+    if args.force:
+        n = insp.queue_info(args.queue, memory=False).size
+        confirm(f"delete queue {args.queue!r} and its {n} tasks?", args)
+    insp.delete_queue(args.queue, force=args.force)
+    return Out({"queue": args.queue, "deleted": True}, f"queue {args.queue!r} deleted")
+
+
+# -- tasks ---------------------------------------------------------------------------------------------------
+
+def _type(t: TaskRecord) -> str:
+    return f"! {t.problem}" if t.problem else t.info.type
+
+
+def _columns(state: TaskState, now: float) -> tuple[list[str], Callable[[TaskRecord], list[Any]]]:
+    i = lambda t: t.info  # noqa: E731 - a one-word accessor keeps the table below readable
+    if state is TaskState.PENDING:
+        return ["WAITING", "RETRIED"], lambda t: [when(t.pending_since, now), f"{i(t).retried}/{i(t).max_retry}"]
+    if state is TaskState.ACTIVE:
+        return ["LEASE UNTIL", "ORPHANED"], lambda t: [when(t.lease_expires_at, now), i(t).is_orphaned]
+    if state is TaskState.SCHEDULED:
+        return ["DUE"], lambda t: [when(i(t).next_process_at, now)]
+    if state is TaskState.RETRY:
+        return ["NEXT ATTEMPT", "RETRIED", "LAST ERROR"], lambda t: [
+            when(i(t).next_process_at, now), f"{i(t).retried}/{i(t).max_retry}", i(t).last_err[:80]]
+    if state is TaskState.ARCHIVED:
+        return ["LAST FAILED", "LAST ERROR"], lambda t: [when(i(t).last_failed_at, now), i(t).last_err[:80]]
+    if state is TaskState.COMPLETED:
+        return ["COMPLETED", "RESULT"], lambda t: [when(i(t).completed_at, now), t.result.text if t.result else ""]
+    return ["GROUP"], lambda t: [i(t).group]
+
+
+def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> str:
+    extra, values = _columns(state, now)
+    rows = [[t.id, _type(t), t.payload.text[:60], *values(t)] for t in tasks]
+    return table(["ID", "TYPE", "PAYLOAD", *extra], rows)
+
+
+def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    page = insp.list_tasks(args.queue, args.state, page=args.page, size=args.size, group=args.group)
+    now = insp._ctx.now()
+    pages = max(1, -(-page.total // page.size))
+    text = _task_table(page.tasks, page.state, now) if page.tasks else f"no {page.state.value} tasks on this page"
+    return Out(page, f"{text}\n\npage {page.page} of {pages} ({page.total} {page.state.value} tasks)")
+
+
+def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
+    t = insp.get_task(args.queue, args.task_id)
+    i, now = t.info, insp._ctx.now()
+    items: list[tuple[str, Any]] = [("id", i.id), ("queue", i.queue), ("type", i.type or "-"), ("state", i.state.value)]
+    if t.problem:
+        items.append(("problem", t.problem))
+    items += [("retried", f"{i.retried} of {i.max_retry}"), ("last error", i.last_err or "-"),
+              ("last failed at", when(i.last_failed_at, now)), ("next process at", when(i.next_process_at, now)),
+              ("timeout", span(i.timeout) if i.timeout else "-"), ("deadline", when(i.deadline, now)),
+              ("group", i.group or "-"), ("retention", span(i.retention) if i.retention else "-"),
+              ("completed at", when(i.completed_at, now))]
+    if t.lease_expires_at:
+        items += [("lease until", when(t.lease_expires_at, now)), ("orphaned", i.is_orphaned)]
+    if i.headers:
+        items.append(("headers", ", ".join(f"{k}={v}" for k, v in sorted(i.headers.items()))))
+    cut = " (cut)" if t.payload.truncated else ""
+    items.append((f"payload ({t.payload.kind}, {t.payload.size} bytes{cut})", "\n" + t.payload.text))
+    if t.result is not None:
+        items.append((f"result ({t.result.kind}, {t.result.size} bytes)", "\n" + t.result.text))
+    return Out(t, pairs(items))
+
+
+def task_explain(insp: Inspector, args: argparse.Namespace) -> Out:
+    e = insp.explain(args.queue, args.task_id)
+    return Out(e, _findings(e.findings))
+
+
+def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
+    res = insp.search(args.queue, args.state, type=args.type, id_prefix=args.id_prefix, text=args.text,
+                      error=args.error, limit=args.limit, cursor=args.cursor, max_scan=args.max_scan,
+                      group=args.group)
+    text = _task_table(res.tasks, res.state, insp._ctx.now()) if res.tasks else "no matches"
+    where = "the end was reached" if res.done else f"resume with --cursor {res.next_cursor}"
+    return Out(res, f"{text}\n\nscanned {res.scanned} {res.state.value} tasks from position {res.cursor}; {where}")
+
+
+def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
+    """The handler of `task run|archive|delete`: given ids, or --all --state S."""
+
+    def handle(insp: Inspector, args: argparse.Namespace) -> Out:
+        if args.all:
+            return _on_all(insp, args, action)
+        if args.state or args.group:
+            raise ValueError("--state and --group go with --all")
+        if not args.task_ids:
+            raise ValueError(f"give task ids to {action}, or --all --state STATE")
+        if len(args.task_ids) == 1:
+            (tid,) = args.task_ids
+            getattr(insp, f"{action}_task")(args.queue, tid)
+            return Out({"succeeded": [tid], "failed": []}, f"{tid}: {PAST[action]}")
+        res = getattr(insp, f"{action}_tasks")(args.queue, args.task_ids)
+        lines = [f"{tid}: {PAST[action]}" for tid in res.succeeded]
+        lines += [f"{f.task_id}: failed: {f.error}" for f in res.failed]
+        return Out(res, "\n".join(lines), ok=not res.failed)
+
+    return handle
+
+
+def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
+    if args.task_ids:
+        raise ValueError("give task ids or --all, not both")
+    if not args.state:
+        raise ValueError("--all needs --state")
+    state = TaskState(args.state)
+    if state is TaskState.AGGREGATING and args.group:
+        n = next((g.size for g in insp.groups(args.queue) if g.group == args.group), 0)
+    else:
+        n = insp.queue_info(args.queue, memory=False).count(state)
+    where = f"group {args.group!r} of queue {args.queue!r}" if args.group else f"queue {args.queue!r}"
+    confirm(f"{action} all {n} {state.value} tasks in {where}?", args)
+    moved = getattr(insp, f"{action}_all")(args.queue, state, group=args.group)
+    return Out({"queue": args.queue, "state": state.value, "action": action, "count": moved},
+               f"{moved} {state.value} tasks {PAST[action]}")
+
+
+def task_cancel(insp: Inspector, args: argparse.Namespace) -> Out:
+    n = insp.cancel(args.task_id)
+    note = "" if n else " (no server is listening: is any running?)"
+    return Out({"task_id": args.task_id, "receivers": n}, f"cancel request for {args.task_id!r} sent to {n} "
+                                                           f"server(s){note}")
+
+
+# -- servers and schedulers ----------------------------------------------------------------------------------
+
+def server_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    servers = insp.servers()
+    if not servers:
+        return Out(servers, "no live servers")
+    now = insp._ctx.now()
+    rows = [[f"{s.host}:{s.pid}", s.id, s.status, ", ".join(f"{q}={w}" for q, w in sorted(s.queues.items()))
+             + (" (strict)" if s.strict_priority else ""), f"{len(s.active_workers)}/{s.concurrency}",
+             when(s.started, now)] for s in servers]
+    text = table(["SERVER", "ID", "STATUS", "QUEUES", "BUSY", "STARTED"], rows)
+    running = [[f"{s.host}:{s.pid}", w.task_id, w.task_type, w.queue, when(w.started, now), when(w.deadline, now)]
+               for s in servers for w in s.active_workers]
+    if running:
+        text += "\n\n" + table(["SERVER", "TASK", "TYPE", "QUEUE", "STARTED", "DEADLINE"], running)
+    return Out(servers, text)
+
+
+def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    entries = insp.scheduler_entries()
+    if not entries:
+        return Out(entries, "no live scheduler entries")
+    now = insp._ctx.now()
+    rows = [[e.id, e.spec, e.task_type, cell(e.task_payload.decode("utf-8", "replace"))[:40], " ".join(e.opts),
+             when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
+    return Out(entries, table(["ID", "SPEC", "TYPE", "PAYLOAD", "OPTIONS", "NEXT", "PREVIOUS"], rows))
+
+
+def cron_history(insp: Inspector, args: argparse.Namespace) -> Out:
+    events = insp.scheduler_history(args.entry_id, page=args.page, size=args.size)
+    now = insp._ctx.now()
+    text = table(["TASK", "ENQUEUED"], [[e.task_id, when(e.enqueued_at, now)] for e in events]) if events \
+        else "no enqueue events"
+    return Out(events, text)
