@@ -1,0 +1,198 @@
+"""Turns the raw results of bench/run.py into summary numbers, the table, asynqpy's ratios and the target checks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Cell = float | int | dict[str, str] | None  # a number, {"error": reason}, or None (not measured)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile of unsorted values."""
+    s = sorted(values)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def summarize(raw: dict[str, Any]) -> dict[str, Any]:
+    """One row: each metric a number, {"error": reason}, or None; plus notes for the footnotes."""
+    row: dict[str, Any] = {"lib": raw["lib"], "version": raw.get("version", ""), "notes": []}
+    if "error" in raw:
+        row["error"] = raw["error"]
+        return row
+
+    def step(name: str) -> dict[str, Any] | None:
+        v = raw.get(name)
+        return v if isinstance(v, dict) else None
+
+    for name, col in (("enqueue_single", "enqueue"), ("enqueue_batch", "batch"), ("drain", "drain")):
+        v = step(name)
+        if v is None:
+            row[col] = None
+        elif "error" in v:
+            row[col] = {"error": v["error"]}
+        else:
+            row[col] = v["rate"]
+    d = step("drain")
+    if d and "error" not in d:
+        if d.get("partial"):
+            row["notes"].append(f"drain: stopped at the time limit after {d['n']:,} of {d['asked']:,} tasks")
+        elif d["asked"] < raw.get("tasks", d["asked"]):
+            row["notes"].append(f"drain: {d['n']:,} tasks (capped for this library)")
+        if d["n"] > d["asked"]:
+            row["notes"].append(f"drain: the handler ran {d['n'] - d['asked']} times more than the "
+                                f"{d['asked']:,} tasks enqueued (a task ran twice)")
+        if d.get("left_queued"):
+            row["notes"].append(f"drain: {d['left_queued']} tasks still queued after {d['n']:,} ran "
+                                "(some ran twice?)")
+    p = step("pickup")
+    for col, pc in (("pickup_p50", 50), ("pickup_p99", 99)):
+        row[col] = None if p is None else ({"error": p["error"]} if "error" in p else percentile(p["ms"], pc))
+    if p and p.get("lost"):
+        row["notes"].append(f"pickup: {p['lost']} of {p['lost'] + len(p['ms'])} samples never ran")
+    late = step("delayed")
+    for col, pc in (("late_p50", 50), ("late_p99", 99), ("late_max", 100)):
+        row[col] = None if late is None else (
+            {"error": late["error"]} if "error" in late else percentile(late["ms"], pc))
+    row["early"] = None if late is None else (
+        {"error": late["error"]} if "error" in late else sum(1 for v in late["ms"] if v < 0))
+    if late and "error" not in late:
+        if row["early"]:
+            row["notes"].append(f"delayed: {row['early']} of {len(late['ms'])} ran early, "
+                                f"the earliest {-min(late['ms']):.0f} ms before its time")
+        if late.get("lost"):
+            row["notes"].append(f"delayed: {late['lost']} of {late['lost'] + len(late['ms'])} samples never ran")
+    return row
+
+
+COLUMNS = [  # key, header, kind
+    ("enqueue", "enqueue/s", "rate"),
+    ("batch", "batch/s", "rate"),
+    ("drain", "drain/s", "rate"),
+    ("pickup_p50", "pickup p50", "ms"),
+    ("pickup_p99", "p99 ms", "ms"),
+    ("late_p50", "late p50", "ms"),
+    ("late_p99", "p99", "ms"),
+    ("late_max", "max ms", "ms"),
+    ("early", "early", "count"),
+]
+
+
+def fmt(value: float | int, kind: str) -> str:
+    if kind == "rate":
+        return f"{value:,.0f}"
+    if kind == "count":
+        return str(value)
+    a = abs(value)
+    return f"{value:.2f}" if a < 10 else f"{value:.1f}" if a < 100 else f"{value:,.0f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The results table with numbered footnotes for failed cells and notes."""
+    notes: list[str] = []
+    lines: list[list[str]] = [["library", "version"] + [h for _, h, _ in COLUMNS]]
+    whole_row: dict[int, str] = {}
+    for row in rows:
+        if "error" in row:
+            whole_row[len(lines)] = f"n/a ({row['error']})"
+            lines.append([row["lib"], row.get("version", "")])
+            continue
+        cells = [row["lib"], row["version"]]
+        for key, _, kind in COLUMNS:
+            v = row.get(key)
+            if v is None:
+                cells.append("-")
+            elif isinstance(v, dict):
+                notes.append(f"{row['lib']} {key}: {v['error']}")
+                cells.append(f"n/a[{len(notes)}]")
+            else:
+                cells.append(fmt(v, kind))
+        for note in row["notes"]:
+            notes.append(f"{row['lib']} {note}")
+            cells[0] += f"[{len(notes)}]"
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines if i < len(line)) for i in range(len(lines[0]))]
+    out = []
+    for i, line in enumerate(lines):
+        if i in whole_row:
+            out.append(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {whole_row[i]}")
+            continue
+        parts = [f"{c:<{widths[j]}}" if j < 2 else f"{c:>{widths[j]}}" for j, c in enumerate(line)]
+        out.append("  ".join(parts).rstrip())
+        if i == 0:
+            out.append("  ".join("-" * w for w in widths))
+    out += [f"  [{i}] {n}" for i, n in enumerate(notes, 1)]
+    return "\n".join(out)
+
+
+RATIO_COLUMNS = [  # key, header, higher_is_better
+    ("enqueue", "enqueue", True),
+    ("batch", "batch", True),
+    ("drain", "drain", True),
+    ("pickup_p50", "pickup p50", False),
+    ("pickup_p99", "pickup p99", False),
+    ("late_p99", "late p99", False),
+]
+
+
+def ratio(a: Any, b: Any, higher_is_better: bool) -> str:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
+        return "-"
+    r = a / b if higher_is_better else b / a
+    return f"{r:.2f}x" if r < 10 else f"{r:.0f}x"
+
+
+def ratios(rows: list[dict[str, Any]]) -> str:
+    """asynqpy against each other library: above 1x means asynqpy is better on that metric."""
+    mine = next((r for r in rows if r["lib"] == "asynqpy" and "error" not in r), None)
+    others = [r for r in rows if r["lib"] != "asynqpy" and "error" not in r]
+    if mine is None or not others:
+        return "(no ratios: asynqpy and at least one other library must have run)"
+    lines = [["asynqpy vs"] + [h for _, h, _ in RATIO_COLUMNS]]
+    for r in others:
+        lines.append([r["lib"]] + [ratio(mine.get(k), r.get(k), hib) for k, _, hib in RATIO_COLUMNS])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    out = ["  ".join(f"{c:<{widths[j]}}" if j == 0 else f"{c:>{widths[j]}}" for j, c in enumerate(line))
+           for line in lines]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    out.append("(throughput: asynqpy / other; latency: other / asynqpy; above 1x = asynqpy better)")
+    return "\n".join(out)
+
+
+def targets(rows: list[dict[str, Any]]) -> str:
+    """The issue's targets, checked on this run's numbers."""
+    by = {r["lib"]: r for r in rows if "error" not in r}
+    a = by.get("asynqpy")
+    if a is None:
+        return "targets: asynqpy did not run"
+
+    def num(row: dict[str, Any] | None, key: str) -> float | None:
+        v = row.get(key) if row else None
+        return float(v) if isinstance(v, (int, float)) else None
+
+    out = []
+    ad, gd = num(a, "drain"), num(by.get("go"), "drain")
+    if ad is None or gd is None:
+        out.append("drain at least Go asynq's:        n/a (both must have drained)")
+    else:
+        out.append(f"drain at least Go asynq's:        {_ok(ad >= gd)}  {ad:,.0f}/s vs {gd:,.0f}/s "
+                   f"({ad / gd:.2f}x)")
+    h = by.get("huey")
+    a50, a99, h50, h99 = num(a, "pickup_p50"), num(a, "pickup_p99"), num(h, "pickup_p50"), num(h, "pickup_p99")
+    if None in (a50, a99, h50, h99):
+        out.append("idle pickup at least huey's:      n/a (both must have measured pickup)")
+    else:
+        assert a50 is not None and a99 is not None and h50 is not None and h99 is not None
+        out.append(f"idle pickup at least huey's:      {_ok(a50 <= h50 and a99 <= h99)}  p50 {a50:.2f} vs "
+                   f"{h50:.2f} ms, p99 {a99:.2f} vs {h99:.2f} ms")
+    l99, early = num(a, "late_p99"), num(a, "early")
+    if l99 is None or early is None:
+        out.append("delayed p99 < 5 ms, never early: n/a (not measured)")
+    else:
+        out.append(f"delayed p99 < 5 ms, never early: {_ok(l99 < 5 and early == 0)}  p99 {l99:.2f} ms, "
+                   f"{early:.0f} early")
+    return "\n".join(out)
+
+
+def _ok(flag: bool) -> str:
+    return "PASS" if flag else "FAIL"
