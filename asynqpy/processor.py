@@ -12,6 +12,7 @@ from typing import Any
 
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
+from asynqpy.handoff import HandoffListener
 from asynqpy.loop import REDIS_DOWN
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.rdb import broker
@@ -67,9 +68,24 @@ class Processor:
         self._idle = asyncio.Event()
         self._idle.set()
         self._writes: set[asyncio.Task[None]] = set()
+        self.handoff = HandoffListener(rt, self)
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
+        self.handoff.start()
+
+    def wants_tasks(self) -> bool:
+        """True while fetching and a worker slot is free."""
+        return self._fetching and not self._paused and self.running < self.cfg.concurrency
+
+    async def wait_for_slot(self, timeout: float) -> None:
+        self._slot.clear()
+        if not self.wants_tasks():
+            await self._wait(self._slot, timeout)
+
+    def start_task(self, q: str, tid: str, data: bytes) -> None:
+        """Run a task this server already holds (dequeued, or handed over by an enqueue script)."""
+        self._start(q, tid, data)
 
     def wake(self) -> None:
         self._wake.set()
@@ -158,7 +174,7 @@ class Processor:
             return
         deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
-        at = ActiveTask(q, msg, received, now, deadline, now + self.cfg.lease_duration)
+        at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE))
         self.rt.active[tid] = at
         self.running += 1
         self._idle.clear()
@@ -282,6 +298,7 @@ class Processor:
         self._slot.set()
         if self._fetch_task is not None:
             await self._fetch_task
+        await self.handoff.stop()
         try:
             await asyncio.wait_for(self._idle.wait(), self.cfg.shutdown_timeout)
         except TimeoutError:

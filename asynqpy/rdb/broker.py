@@ -19,6 +19,8 @@ from asynqpy.wire import TaskMessage
 STATS_TTL = 90 * 24 * 3600
 ARCHIVE_MAX_AGE = 90 * 24 * 3600
 ARCHIVE_MAX_SIZE = 10000
+# The lease a task handed to an idle worker starts with (asynq's lease); the worker's heartbeat then keeps it.
+HANDOFF_LEASE = 30.0
 
 
 def due(t: float) -> str:
@@ -85,10 +87,20 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
             a.append(opts.unique_ttl)
         return Call(script("add_to_group"), k, a, parse)
     now_ns = int(now * 1e9)
+    hand_keys = [keys.waiters(q), keys.paused(q), keys.active(q), keys.lease(q)]
+    hand_args = [not_after(now), due(now + HANDOFF_LEASE), keys.task_prefix(q), keys.handoff_prefix(q)]
     if opts.unique_ttl:
-        return Call(script("enqueue_unique"), [msg.unique_key, keys.task(q, tid), keys.pending(q)],
-                    [tid, opts.unique_ttl, data, now_ns, channel, q], parse)
-    return Call(script("enqueue"), [keys.task(q, tid), keys.pending(q)], [data, tid, now_ns, channel, q], parse)
+        return Call(script("enqueue_unique"), [msg.unique_key, keys.task(q, tid), keys.pending(q), *hand_keys],
+                    [tid, opts.unique_ttl, data, now_ns, channel, q, *hand_args], parse)
+    return Call(script("enqueue"), [keys.task(q, tid), keys.pending(q), *hand_keys],
+                [data, tid, now_ns, channel, q, *hand_args], parse)
+
+
+def parse_handoff(item: bytes) -> tuple[str, bytes]:
+    """(task id, msg bytes) from a hand-off list element "<id length>:<id><msg>"."""
+    head, _, rest = item.partition(b":")
+    n = int(head)
+    return rest[:n].decode(), rest[n:]
 
 
 def _pairs(raw: Sequence[bytes]) -> list[tuple[str, bytes]]:

@@ -115,6 +115,20 @@ def aggregation_sets(q: str) -> str:
     return f"asynq:{{{q}}}:aggregation_sets"
 
 
+def waiters(q: str) -> str:
+    """Our own: workers idle on queue q (member = server id, score = registration expiry, Unix s)."""
+    return f"asynqpy:{{{q}}}:waiters"
+
+
+def handoff_prefix(q: str) -> str:
+    return f"asynqpy:{{{q}}}:handoff:"
+
+
+def handoff(q: str, server_id: str) -> str:
+    """Our own: the list on which an idle worker blocks for tasks handed to it by enqueue scripts."""
+    return f"asynqpy:{{{q}}}:handoff:{server_id}"
+
+
 def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 

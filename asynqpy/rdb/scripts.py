@@ -29,9 +29,26 @@ class Script:
 
 @cache
 def script(name: str) -> Script:
-    """The script rdb/lua/<name>.lua. Raises FileNotFoundError for an unknown name."""
-    text = resources.files("asynqpy.rdb").joinpath("lua", f"{name}.lua").read_text()
+    """The script rdb/lua/<name>.lua, with "-- #include <file>" lines replaced by that fragment's text.
+
+    Raises FileNotFoundError for an unknown name.
+    """
+    text = _with_includes(_read(f"{name}.lua"))
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
+
+
+def _read(filename: str) -> str:
+    return resources.files("asynqpy.rdb").joinpath("lua", filename).read_text()
+
+
+def _with_includes(text: str) -> str:
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("-- #include "):
+            lines.append(_read(line.split()[-1]))
+        else:
+            lines.append(line)
+    return "".join(lines)
 
 
 def _identity(raw: Any) -> Any:

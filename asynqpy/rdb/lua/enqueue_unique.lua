@@ -1,8 +1,11 @@
 -- enqueue_unique: like enqueue, holding the uniqueness lock first (asynq's EnqueueUnique).
 -- KEYS[1] unique lock   KEYS[2] task hash   KEYS[3] pending list
+-- KEYS[4] waiters zset   KEYS[5] paused   KEYS[6] active   KEYS[7] lease
 -- ARGV[1] task id   ARGV[2] lock ttl (whole seconds)   ARGV[3] msg bytes   ARGV[4] now (Unix ns)
--- ARGV[5] wake channel ('' = none)   ARGV[6] queue
+-- ARGV[5] wake channel ('' = none)   ARGV[6] queue   ARGV[7] now (Unix s)   ARGV[8] lease expiry (Unix s)
+-- ARGV[9] task key prefix   ARGV[10] hand-off key prefix
 -- returns 1 enqueued, 0 id conflict (the lock stays set, as in asynq), -1 duplicate (lock held)
+-- #include _handoff.lua
 local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
 if not ok then
   return -1
@@ -12,7 +15,5 @@ if redis.call("EXISTS", KEYS[2]) == 1 then
 end
 redis.call("HSET", KEYS[2], "msg", ARGV[3], "state", "pending", "pending_since", ARGV[4], "unique_key", KEYS[1])
 redis.call("LPUSH", KEYS[3], ARGV[1])
-if ARGV[5] ~= "" then
-  redis.call("PUBLISH", ARGV[5], ARGV[6])
-end
+handoff_or_wake(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[5], ARGV[6])
 return 1

@@ -1,0 +1,108 @@
+"""Hand-off listener: while the processor has free slots, registers this server as an idle waiter on its
+queues and blocks on its hand-off lists, where our producers' enqueue scripts put tasks already leased to it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import redis.asyncio as aredis
+
+from asynqpy.loop import REDIS_DOWN
+from asynqpy.rdb import broker, keys
+from asynqpy.runtime import Runtime
+
+if TYPE_CHECKING:
+    from asynqpy.processor import Processor
+
+log = logging.getLogger("asynqpy")
+
+REGISTRATION_TTL = 1.0  # a dead worker's registration lapses this fast, so few tasks can be handed to it
+BLOCK = 0.25  # seconds per BLPOP, so that stopping never waits long
+
+
+class HandoffListener:
+    """Gives an idle worker its next task in one network hop from the producer (see rdb/lua/_handoff.lua).
+
+    Registration is one ZADD per queue, renewed each half-TTL while slots are free, and removed when the
+    processor is full or stopping; the enqueue script consumes it when it hands a task over. At stop, any
+    task still in a hand-off list is put back at the front of its queue.
+    """
+
+    def __init__(self, rt: Runtime, processor: Processor) -> None:
+        self.rt = rt
+        self.processor = processor
+        self.queues = list(rt.config.queues)
+        self.boxes = {keys.handoff(q, rt.server_id): q for q in self.queues}
+        # BLPOP holds its connection while it blocks: a client of its own keeps the shared pool free.
+        self.conn = aredis.Redis.from_url(rt.redis_url)
+        self._stop = False
+        self._registered_until = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="asynqpy-handoff")
+
+    async def stop(self) -> None:
+        """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
+        self._stop = True
+        if self._task is not None:
+            await self._task
+        try:
+            await self._unregister()
+            await self._requeue_leftovers()
+        except REDIS_DOWN as exc:
+            log.warning("handoff: could not withdraw at stop (%s); tasks handed over now are recovered by lease", exc)
+        await self.conn.aclose()
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while not self._stop:
+            try:
+                await self._once()
+                backoff = 0.05
+            except REDIS_DOWN as exc:
+                log.debug("handoff: redis unreachable: %s", exc)
+                self._registered_until = 0.0
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _once(self) -> None:
+        if not self.processor.wants_tasks():
+            if self._registered_until:
+                await self._unregister()
+            await self.processor.wait_for_slot(BLOCK)
+            return
+        now = time.time()
+        if self._registered_until - now < REGISTRATION_TTL / 2:
+            await self._register(now + REGISTRATION_TTL)
+        item = await self.conn.blpop(list(self.boxes), timeout=BLOCK)
+        if item is None:
+            return
+        box, value = item
+        self._registered_until = 0.0  # the script consumed our registration for that queue
+        tid, data = broker.parse_handoff(value)
+        self.processor.start_task(self.boxes[box.decode()], tid, data)
+
+    async def _register(self, until: float) -> None:
+        pipe = self.conn.pipeline(transaction=False)
+        for q in self.queues:
+            pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.due(until)})
+            pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))  # long-dead ones
+        await pipe.execute()
+        self._registered_until = until
+
+    async def _unregister(self) -> None:
+        pipe = self.conn.pipeline(transaction=False)
+        for q in self.queues:
+            pipe.zrem(keys.waiters(q), self.rt.server_id)
+        await pipe.execute()
+        self._registered_until = 0.0
+
+    async def _requeue_leftovers(self) -> None:
+        for box, q in self.boxes.items():
+            while (value := await self.conn.lpop(box)) is not None:
+                tid, _ = broker.parse_handoff(value)
+                await self.rt.runner.run(broker.requeue(q, tid))

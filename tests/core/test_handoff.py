@@ -1,0 +1,84 @@
+"""Hand-off: an idle worker of ours gets a new task leased to it by the enqueue script itself, in one hop."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+
+from asynqpy import Client, ServeMux, Task
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.wire import TaskMessage
+from tests.helpers import running, wait_for
+
+
+def test_idle_worker_registers_and_receives_task(redis_url: str, r: redis.Redis) -> None:
+    mux = ServeMux()
+    got = threading.Event()
+    mux.handle("t", lambda t: got.set())
+    with running(redis_url, mux) as srv:
+        sid = srv.runtime.server_id  # type: ignore[union-attr]
+        wait_for(lambda: r.zscore(keys.waiters("default"), sid), what="waiter registration")
+        assert r.zscore(keys.waiters("default"), sid) > time.time()  # a short-lived registration
+        Client(redis_url).enqueue(Task("t", b""))
+        wait_for(got.is_set)
+    assert r.zcard(keys.waiters("default")) == 0  # withdrawn at shutdown
+    assert not r.keys("asynqpy:{default}:handoff:*")
+    assert r.get(keys.processed_total("default")) == b"1"
+
+
+def test_enqueue_hands_the_oldest_task_to_a_live_waiter(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    older = c.enqueue(Task("t", b"old")).id
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 5, "expired": time.time() - 1})
+    newer = c.enqueue(Task("t", b"new")).id
+    box = keys.handoff("default", "w1")
+    [item] = r.lrange(box, 0, -1)
+    tid, data = broker.parse_handoff(item)
+    assert tid == older and TaskMessage.FromString(data).payload == b"old"  # FIFO, as a dequeue would
+    h = r.hgetall(keys.task("default", older))
+    assert h[b"state"] == b"active" and b"pending_since" not in h
+    assert r.zscore(keys.lease("default"), older) > time.time() + 25
+    assert r.lrange(keys.active("default"), 0, -1) == [older.encode()]
+    assert r.lrange(keys.pending("default"), 0, -1) == [newer.encode()]
+    assert r.zrange(keys.waiters("default"), 0, -1) == [b"expired"]  # the live registration was consumed
+    assert 0 < r.ttl(box) <= 60
+    c.enqueue(Task("t", b"third"))  # no live waiter: stays pending
+    assert r.llen(keys.pending("default")) == 2
+
+
+def test_no_handoff_on_a_paused_queue(redis_url: str, r: redis.Redis) -> None:
+    r.set(keys.paused("default"), 1)
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 5})
+    Client(redis_url).enqueue(Task("t", b""), unique=60)
+    assert r.llen(keys.pending("default")) == 1 and not r.exists(keys.handoff("default", "w1"))
+
+
+def test_task_handed_to_a_dead_worker_is_recovered(redis_url: str, r: redis.Redis) -> None:
+    r.zadd(keys.waiters("default"), {"dead-worker": time.time() + 1})
+    tid = Client(redis_url).enqueue(Task("t", b""), max_retry=3).id
+    assert r.hget(keys.task("default", tid), "state") == b"active"
+    r.zadd(keys.lease("default"), {tid: time.time() - 60}, xx=True)  # as if 30 s + 30 s had passed
+    mux = ServeMux()
+    ran = threading.Event()
+    mux.handle("t", lambda t: ran.set())
+    with running(redis_url, mux, retry_delay=lambda n, e, t: 0):
+        wait_for(ran.is_set, timeout=15, what="the recovered task to run")
+    assert not r.exists(keys.task("default", tid))
+
+
+def test_go_style_dequeue_and_handoff_never_hand_out_a_task_twice(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    run = SyncRunner(r)
+    seen: list[str] = []
+    for i in range(200):
+        if i % 3 == 0:
+            r.zadd(keys.waiters("default"), {f"w{i}": time.time() + 5})
+        c.enqueue(Task("t", str(i).encode()))
+        seen += [tid for tid, _ in run.run(broker.dequeue("default", lease_expiry=time.time() + 30, count=1))]
+    for box in r.keys("asynqpy:{default}:handoff:*"):
+        seen += [broker.parse_handoff(v)[0] for v in r.lrange(box, 0, -1)]
+    seen += [v.decode() for v in r.lrange(keys.pending("default"), 0, -1)]
+    assert len(seen) == len(set(seen)) == 200
