@@ -81,10 +81,10 @@ class HandoffListener:
         item = await self.conn.blpop(list(self.boxes), timeout=BLOCK)
         if item is None:
             return
-        box, value = item
+        box, value = item  # bytes: the client does not decode responses
         self._registered_until = 0.0  # the script consumed our registration for that queue
-        tid, data = broker.parse_handoff(value)
-        self.processor.start_task(self.boxes[box.decode()], tid, data)
+        tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
+        self.processor.start_task(self.boxes[box.decode()], tid, data)  # type: ignore[union-attr]
 
     async def _register(self, until: float) -> None:
         pipe = self.conn.pipeline(transaction=False)
@@ -104,5 +104,5 @@ class HandoffListener:
     async def _requeue_leftovers(self) -> None:
         for box, q in self.boxes.items():
             while (value := await self.conn.lpop(box)) is not None:
-                tid, _ = broker.parse_handoff(value)
+                tid, _ = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
                 await self.rt.runner.run(broker.requeue(q, tid))
