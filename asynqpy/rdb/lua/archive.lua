@@ -6,6 +6,7 @@
 -- ARGV[7] task key prefix   ARGV[8] lease cutoff ('' always, else only when the lease score is <= it)
 -- ARGV[9] a readable error kept beside a msg that could not be decoded ('' = none)
 -- returns 1 archived, 0 not held by anyone any more
+-- #include _stats.lua
 local score = redis.call("ZSCORE", KEYS[3], ARGV[1])
 if not score or (ARGV[8] ~= "" and tonumber(score) > tonumber(ARGV[8])) then
   return 0
@@ -26,16 +27,7 @@ redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "archived")
 if ARGV[9] ~= "" then
   redis.call("HSET", KEYS[1], "asynqpy_error", ARGV[9])
 end
-for i = 5, 6 do
-  if redis.call("INCR", KEYS[i]) == 1 then
-    redis.call("EXPIREAT", KEYS[i], ARGV[6])
-  end
-end
-for i = 7, 8 do
-  local r = redis.pcall("INCR", KEYS[i])
-  if type(r) == "table" and r.err then
-    redis.call("SET", KEYS[7], 1)
-    redis.call("SET", KEYS[8], 1)
-  end
-end
+count_daily(KEYS[5], 1, ARGV[6])
+count_daily(KEYS[6], 1, ARGV[6])
+count_totals({KEYS[7], KEYS[8]}, 1)
 return 1

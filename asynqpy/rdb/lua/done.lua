@@ -3,6 +3,7 @@
 -- ARGV[1] stats expiry (Unix s)   ARGV[2] task key prefix
 -- ARGV[3..] pairs: task id, unique-lock key ('' = none)
 -- returns the ids no longer held by this worker (not in lease), which were left alone
+-- #include _stats.lua
 local lost = {}
 local n = 0
 for i = 3, #ARGV, 2 do
@@ -22,12 +23,7 @@ for i = 3, #ARGV, 2 do
   end
 end
 if n > 0 then
-  if redis.call("INCRBY", KEYS[3], n) == n then
-    redis.call("EXPIREAT", KEYS[3], ARGV[1])
-  end
-  local r = redis.pcall("INCRBY", KEYS[4], n)
-  if type(r) == "table" and r.err then
-    redis.call("SET", KEYS[4], n)
-  end
+  count_daily(KEYS[3], n, ARGV[1])
+  count_totals({KEYS[4]}, n)
 end
 return lost

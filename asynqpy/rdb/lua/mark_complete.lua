@@ -3,6 +3,7 @@
 -- ARGV[1] stats expiry (Unix s)   ARGV[2] task key prefix
 -- ARGV[3..] quads: task id, expiry (Unix s), msg with completed_at set, unique-lock key ('' = none)
 -- returns the ids no longer held by this worker, which were left alone
+-- #include _stats.lua
 local lost = {}
 local n = 0
 for i = 3, #ARGV, 4 do
@@ -23,12 +24,7 @@ for i = 3, #ARGV, 4 do
   end
 end
 if n > 0 then
-  if redis.call("INCRBY", KEYS[4], n) == n then
-    redis.call("EXPIREAT", KEYS[4], ARGV[1])
-  end
-  local r = redis.pcall("INCRBY", KEYS[5], n)
-  if type(r) == "table" and r.err then
-    redis.call("SET", KEYS[5], n)
-  end
+  count_daily(KEYS[4], n, ARGV[1])
+  count_totals({KEYS[5]}, n)
 end
 return lost

@@ -5,6 +5,7 @@
 -- ARGV[4] stats expiry (Unix s)   ARGV[5] is failure "1"/"0"
 -- ARGV[6] lease cutoff: '' always, else only when the lease score is <= this (the recoverer's check)
 -- returns 1 moved, 0 not held by anyone any more (not in lease, or the lease was renewed)
+-- #include _stats.lua
 local score = redis.call("ZSCORE", KEYS[3], ARGV[1])
 if not score or (ARGV[6] ~= "" and tonumber(score) > tonumber(ARGV[6])) then
   return 0
@@ -14,17 +15,8 @@ redis.call("LREM", KEYS[2], 0, ARGV[1])
 redis.call("ZADD", KEYS[4], ARGV[3], ARGV[1])
 redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "retry")
 if ARGV[5] == "1" then
-  for i = 5, 6 do
-    if redis.call("INCR", KEYS[i]) == 1 then
-      redis.call("EXPIREAT", KEYS[i], ARGV[4])
-    end
-  end
-  for i = 7, 8 do
-    local r = redis.pcall("INCR", KEYS[i])
-    if type(r) == "table" and r.err then
-      redis.call("SET", KEYS[7], 1)
-      redis.call("SET", KEYS[8], 1)
-    end
-  end
+  count_daily(KEYS[5], 1, ARGV[4])
+  count_daily(KEYS[6], 1, ARGV[4])
+  count_totals({KEYS[7], KEYS[8]}, 1)
 end
 return 1
