@@ -85,6 +85,7 @@ class HandoffListener:
         self._registered_until = 0.0  # the script consumed our registration for that queue
         tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
         self.processor.start_task(self.boxes[box.decode()], tid, data)  # type: ignore[union-attr]
+        await asyncio.sleep(0)  # let the handler start before this loop registers again
 
     async def _register(self, until: float) -> None:
         pipe = self.conn.pipeline(transaction=False)

@@ -200,7 +200,7 @@ class Processor:
             self.running -= 1
             self._slot.set()
         if outcome is not None:
-            at.received.cancelled.set()
+            at.received.cancel()
         await self._finish(at, outcome)
         if self.running == 0:
             self._idle.set()
@@ -287,7 +287,7 @@ class Processor:
         if at is None or at.handle is None or at.handle.done():
             return False
         at.stop_reason = reason
-        at.received.cancelled.set()
+        at.received.cancel()
         at.handle.cancel()
         return True
 

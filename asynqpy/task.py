@@ -108,18 +108,8 @@ class ReceivedTask:
     thread can stop early (asyncio handlers are cancelled directly).
     """
 
-    __slots__ = (
-        "_writer",
-        "cancelled",
-        "deadline",
-        "headers",
-        "id",
-        "max_retry",
-        "payload",
-        "queue",
-        "retry_count",
-        "type",
-    )
+    __slots__ = ("_cancelled", "_deadline", "_done", "_writer", "headers", "id", "max_retry", "payload", "queue",
+                 "retry_count", "type")
 
     def __init__(self, msg: TaskMessage, *, deadline: float, writer: Any) -> None:
         self.type: str = msg.type
@@ -129,9 +119,30 @@ class ReceivedTask:
         self.queue: str = msg.queue
         self.retry_count: int = msg.retried
         self.max_retry: int = msg.retry
-        self.deadline: datetime = datetime.fromtimestamp(deadline, tz=UTC)
-        self.cancelled = threading.Event()
+        self._deadline = deadline
+        self._cancelled: threading.Event | None = None  # made on first use: most handlers never look
+        self._done = False
         self._writer = writer
+
+    @property
+    def deadline(self) -> datetime:
+        """When the task times out (its timeout or deadline; 30 minutes when it has neither)."""
+        return datetime.fromtimestamp(self._deadline, tz=UTC)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the task is cancelled or times out: a plain-function handler can wait on it or poll it."""
+        if self._cancelled is None:
+            self._cancelled = threading.Event()
+            if self._done:
+                self._cancelled.set()
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """Mark the task as cancelled (the processor calls this; handlers read `cancelled`)."""
+        self._done = True
+        if self._cancelled is not None:
+            self._cancelled.set()
 
     def write_result(self, data: bytes) -> int:
         """Store data as this task's result (kept as long as the task; see retention). Returns its length.
@@ -140,7 +151,7 @@ class ReceivedTask:
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"result must be bytes, not {type(data).__name__}")
-        if self.cancelled.is_set():
+        if self._done:
             raise RuntimeError("task is done (cancelled or timed out); its result can no longer be written")
         self._writer(self.queue, self.id, bytes(data))
         return len(data)
