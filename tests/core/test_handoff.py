@@ -82,3 +82,31 @@ def test_go_style_dequeue_and_handoff_never_hand_out_a_task_twice(redis_url: str
         seen += [broker.parse_handoff(v)[0] for v in r.lrange(box, 0, -1)]
     seen += [v.decode() for v in r.lrange(keys.pending("default"), 0, -1)]
     assert len(seen) == len(set(seen)) == 200
+
+
+def test_task_left_in_the_hand_off_list_at_shutdown_is_requeued(redis_url: str, r: redis.Redis) -> None:
+    mux = ServeMux()
+    busy, release = threading.Event(), threading.Event()
+
+    @mux.handler("hold")
+    def hold(t):  # type: ignore[no-untyped-def]
+        busy.set()
+        release.wait(10)
+
+    c = Client(redis_url)
+    with running(redis_url, mux, concurrency=1, shutdown_timeout=5) as srv:
+        sid = srv.runtime.server_id  # type: ignore[union-attr]
+        c.enqueue(Task("hold", b""))
+        wait_for(busy.is_set)
+        wait_for(lambda: r.zscore(keys.waiters("default"), sid) is None, what="full worker withdrawn")
+        # a task handed over in the instant before the withdrawal: leased to us, waiting in our list
+        late = c.enqueue(Task("other", b"")).id
+        [(tid, data)] = SyncRunner(r).run(broker.dequeue("default", lease_expiry=time.time() + 30, count=1))
+        assert tid == late
+        r.lpush(keys.handoff("default", sid), f"{len(tid)}:{tid}".encode() + data)
+        srv.stop()  # stopping: the listener hands the task back while the first one still runs
+        wait_for(lambda: r.lrange(keys.pending("default"), 0, -1) == [late.encode()], what="requeue")
+        release.set()
+    assert r.lrange(keys.pending("default"), 0, -1) == [late.encode()]
+    assert r.hget(keys.task("default", late), "state") == b"pending"
+    assert not r.exists(keys.handoff("default", sid)) and r.zcard(keys.lease("default")) == 0
