@@ -173,9 +173,13 @@ def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None]:
 
 
 def forward(q: str, *, now: float, batch: int = 100) -> Call:
-    """Move due scheduled and retry tasks of q to pending (or their group). Reply: (moved, next due or None)."""
-    return Call(script("forward"), [keys.scheduled(q), keys.retry(q), keys.pending(q)],
-                [not_after(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch], _forward_reply)
+    """Move due scheduled and retry tasks of q to pending (or their group), handing them to idle workers of ours
+    when some wait. Reply: (moved, next due or None)."""
+    return Call(script("forward"),
+                [keys.scheduled(q), keys.retry(q), keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q),
+                 keys.lease(q)],
+                [not_after(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch,
+                 due(now + HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q], _forward_reply)
 
 
 def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call:

@@ -1,33 +1,41 @@
--- _handoff.lua: a fragment, included by the enqueue scripts (the loader pastes it at "-- #include _handoff.lua").
+-- _handoff.lua: a fragment, included by the enqueue and forward scripts (the loader pastes it at "-- #include _handoff.lua").
 -- When a worker of ours waits idle on this queue (a live member of the waiters zset) and the queue is not
 -- paused, the oldest pending task is dequeued for it right here, exactly as dequeue.lua does (active,
 -- lease, state, pending_since removed), and pushed to that worker's hand-off list, on which it blocks:
 -- one network hop from producer to handler instead of wake-up + dequeue. Otherwise idle workers are woken
 -- on the wake channel. The hand-off list holds "<id length>:<id><msg>" and expires if nobody reads it.
+local function handoff(waiters, paused, pending, active, lease, now, lease_expiry, task_prefix, handoff_prefix)
+  if redis.call("EXISTS", paused) == 1 then
+    return false
+  end
+  local w = redis.call("ZRANGEBYSCORE", waiters, now, "+inf", "LIMIT", 0, 1)[1]
+  if not w then
+    return false
+  end
+  redis.call("ZREM", waiters, w)
+  local id = redis.call("RPOPLPUSH", pending, active)
+  if not id then
+    return false
+  end
+  local key = task_prefix .. id
+  local msg = redis.call("HGET", key, "msg")
+  if not msg then
+    redis.call("LREM", active, 1, id)
+    return false
+  end
+  redis.call("HSET", key, "state", "active")
+  redis.call("HDEL", key, "pending_since")
+  redis.call("ZADD", lease, lease_expiry, id)
+  local box = handoff_prefix .. w
+  redis.call("LPUSH", box, string.len(id) .. ":" .. id .. msg)
+  redis.call("EXPIRE", box, 60)
+  return true
+end
+
 local function handoff_or_wake(waiters, paused, pending, active, lease, now, lease_expiry, task_prefix,
                                handoff_prefix, channel, queue)
-  if redis.call("EXISTS", paused) == 0 then
-    local w = redis.call("ZRANGEBYSCORE", waiters, now, "+inf", "LIMIT", 0, 1)[1]
-    if w then
-      redis.call("ZREM", waiters, w)
-      local id = redis.call("RPOPLPUSH", pending, active)
-      if id then
-        local key = task_prefix .. id
-        local msg = redis.call("HGET", key, "msg")
-        if msg then
-          redis.call("HSET", key, "state", "active")
-          redis.call("HDEL", key, "pending_since")
-          redis.call("ZADD", lease, lease_expiry, id)
-          local box = handoff_prefix .. w
-          redis.call("LPUSH", box, string.len(id) .. ":" .. id .. msg)
-          redis.call("EXPIRE", box, 60)
-          return
-        end
-        redis.call("LREM", active, 1, id)
-      end
-    end
-  end
-  if channel ~= "" then
+  if not handoff(waiters, paused, pending, active, lease, now, lease_expiry, task_prefix, handoff_prefix)
+      and channel ~= "" then
     redis.call("PUBLISH", channel, queue)
   end
 end
