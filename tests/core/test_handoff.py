@@ -110,3 +110,21 @@ def test_task_left_in_the_hand_off_list_at_shutdown_is_requeued(redis_url: str, 
     assert r.lrange(keys.pending("default"), 0, -1) == [late.encode()]
     assert r.hget(keys.task("default", late), "state") == b"pending"
     assert not r.exists(keys.handoff("default", sid)) and r.zcard(keys.lease("default")) == 0
+
+
+def test_forward_hands_due_tasks_to_waiters_and_wakes_for_the_rest(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    a = c.enqueue(Task("t", b"a"), process_in=10).id
+    b = c.enqueue(Task("t", b"b"), process_in=10.5).id
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 60})
+    ps = r.pubsub(ignore_subscribe_messages=True)
+    ps.subscribe(keys.WAKE_CHANNEL)
+    moved, nxt = SyncRunner(r).run(broker.forward("default", now=time.time() + 11))
+    assert moved == 2 and nxt is None
+    [item] = r.lrange(keys.handoff("default", "w1"), 0, -1)
+    assert broker.parse_handoff(item)[0] == a  # the first due went to the waiter, leased
+    assert r.hget(keys.task("default", a), "state") == b"active"
+    assert r.lrange(keys.pending("default"), 0, -1) == [b.encode()]
+    msg = wait_for(lambda: ps.get_message(timeout=0.1), timeout=2, what="a wake-up for the task left pending")
+    assert msg["data"] == b"default"
+    ps.close()
