@@ -79,9 +79,12 @@ class Processor:
         return self._fetching and not self._paused and self.running < self.cfg.concurrency
 
     async def wait_for_slot(self, timeout: float) -> None:
+        """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""
         self._slot.clear()
-        if not self.wants_tasks():
-            await self._wait(self._slot, timeout)
+        try:
+            await asyncio.wait_for(self._slot.wait(), timeout)
+        except TimeoutError:
+            pass
 
     def start_task(self, q: str, tid: str, data: bytes) -> None:
         """Run a task this server already holds (dequeued, or handed over by an enqueue script)."""

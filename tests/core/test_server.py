@@ -384,3 +384,29 @@ def test_unreachable_redis_is_one_clear_error() -> None:
 def test_bad_server_settings(settings, word) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises((ValueError, TypeError), match=word):
         Server("redis://127.0.0.1:1/0", **settings)
+
+
+def test_result_of_a_task_finished_while_redis_was_away_is_written_later(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    srv_redis = EmbeddedServer(data_dir=tmp_path / "valkey").start()
+    port, url = srv_redis.port, srv_redis.url
+    mux = ServeMux()
+    started, release = threading.Event(), threading.Event()
+
+    @mux.handler("t")
+    def work(t):  # type: ignore[no-untyped-def]
+        started.set()
+        release.wait(10)
+
+    tid = Client(url).enqueue(Task("t", b"")).id
+    try:
+        with running(url, mux, syncer_interval=0.2):
+            wait_for(started.is_set)
+            srv_redis.stop()  # the acknowledgement will fail and be held by the syncer
+            release.set()
+            time.sleep(0.5)
+            srv_redis = EmbeddedServer(port=port, data_dir=tmp_path / "valkey").start()
+            r = redis.Redis.from_url(url)
+            wait_for(lambda: not r.exists(keys.task("default", tid)), timeout=15, what="the held ack to be replayed")
+            assert r.get(keys.processed_total("default")) == b"1" and r.llen(keys.active("default")) == 0
+    finally:
+        srv_redis.stop()
