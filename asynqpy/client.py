@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -53,6 +53,32 @@ class _Registry:
             return None
         self._at[queue] = now
         return queue
+
+
+class _Batch:
+    """One enqueue_many: the checked messages, their Calls a chunk at a time, and each task's outcome.
+
+    Only the last Call of a chunk wakes idle workers, so a batch costs one wake-up per chunk.
+    """
+
+    def __init__(self, tasks: Iterable[Task], kw: dict[str, Any], now: float, chunk: int) -> None:
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk must be a positive int, got {chunk!r}")
+        self.now = now
+        self.chunk = chunk
+        self.prepared = [_prepare(t, kw, now) for t in tasks]
+        self.out: list[TaskInfo | Exception] = []
+
+    def chunks(self) -> Iterator[list[Call]]:
+        for start in range(0, len(self.prepared), self.chunk):
+            part = self.prepared[start:start + self.chunk]
+            yield [broker.enqueue(msg, opts, now=self.now, wake=(i == len(part) - 1))
+                   for i, (msg, opts, _) in enumerate(part)]
+
+    def record(self, results: list[Any]) -> None:
+        part = self.prepared[len(self.out):len(self.out) + len(results)]
+        for (msg, opts, _), res in zip(part, results, strict=True):
+            self.out.append(res if isinstance(res, Exception) else _info(msg, opts, self.now))
 
 
 class _Options:
@@ -105,17 +131,12 @@ class Client:
         now = time.time()
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
                               retention, group)
-        prepared = [_prepare(t, kw, now) for t in tasks]
-        out: list[TaskInfo | Exception] = []
-        if prepared:
+        batch = _Batch(tasks, kw, now, chunk)
+        if batch.prepared:
             self.redis.sadd(keys.QUEUES, queue)
-        for start in range(0, len(prepared), chunk):
-            part = prepared[start:start + chunk]
-            calls = [broker.enqueue(msg, opts, now=now, wake=(i == len(part) - 1))
-                     for i, (msg, opts, _) in enumerate(part)]
-            for (msg, opts, _), res in zip(part, self._runner.run_many(calls), strict=True):
-                out.append(res if isinstance(res, Exception) else _info(msg, opts, now))
-        return out
+        for calls in batch.chunks():
+            batch.record(self._runner.run_many(calls))
+        return batch.out
 
     def close(self) -> None:
         self.redis.close()
@@ -157,17 +178,12 @@ class AsyncClient:
         now = time.time()
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
                               retention, group)
-        prepared = [_prepare(t, kw, now) for t in tasks]
-        out: list[TaskInfo | Exception] = []
-        if prepared:
+        batch = _Batch(tasks, kw, now, chunk)
+        if batch.prepared:
             await self.redis.sadd(keys.QUEUES, queue)
-        for start in range(0, len(prepared), chunk):
-            part = prepared[start:start + chunk]
-            calls = [broker.enqueue(msg, opts, now=now, wake=(i == len(part) - 1))
-                     for i, (msg, opts, _) in enumerate(part)]
-            for (msg, opts, _), res in zip(part, await self._runner.run_many(calls), strict=True):
-                out.append(res if isinstance(res, Exception) else _info(msg, opts, now))
-        return out
+        for calls in batch.chunks():
+            batch.record(await self._runner.run_many(calls))
+        return batch.out
 
     async def close(self) -> None:
         await self.redis.aclose()
