@@ -1,16 +1,13 @@
-"""Loads the Inspector's own Lua scripts (inspector/lua/<name>.lua) as asynqpy Script objects."""
+"""Loads the Inspector's own Lua scripts (inspector/lua/<name>.lua, with their fragments) as asynqpy Scripts."""
 
 from __future__ import annotations
 
-import hashlib
 from functools import cache
-from importlib import resources
 
-from asynqpy.rdb.scripts import Script
+from asynqpy.rdb.scripts import Script, load_script
 
 
 @cache
 def script(name: str) -> Script:
     """The script inspector/lua/<name>.lua. Raises FileNotFoundError for an unknown name."""
-    text = resources.files("inspector").joinpath("lua", f"{name}.lua").read_text()
-    return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
+    return load_script("inspector", name)

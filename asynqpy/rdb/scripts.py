@@ -33,22 +33,17 @@ def script(name: str) -> Script:
 
     Raises FileNotFoundError for an unknown name.
     """
-    text = _with_includes(_read(f"{name}.lua"))
-    return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
+    return load_script("asynqpy.rdb", name)
 
 
-def _read(filename: str) -> str:
-    return resources.files("asynqpy.rdb").joinpath("lua", filename).read_text()
-
-
-def _with_includes(text: str) -> str:
+def load_script(package: str, name: str) -> Script:
+    """<package>/lua/<name>.lua with its "-- #include <file>" lines replaced by those fragments (same folder)."""
+    folder = resources.files(package).joinpath("lua")
     lines = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith("-- #include "):
-            lines.append(_read(line.split()[-1]))
-        else:
-            lines.append(line)
-    return "".join(lines)
+    for line in folder.joinpath(f"{name}.lua").read_text().splitlines(keepends=True):
+        lines.append(folder.joinpath(line.split()[-1]).read_text() if line.startswith("-- #include ") else line)
+    text = "".join(lines)
+    return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 
 
 def _identity(raw: Any) -> Any:

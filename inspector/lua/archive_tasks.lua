@@ -4,6 +4,7 @@
 -- ARGV[1] queue key prefix asynq:{q}:   ARGV[2] now (Unix s)   ARGV[3] age cutoff (Unix s)
 -- ARGV[4] max archive size   ARGV[5..] task ids
 -- returns one code per id: 1 archived, 0 no such task, -1 already archived, -2 active
+-- #include _detach.lua
 local codes = {}
 for i = 5, #ARGV do
   local id = ARGV[i]
@@ -16,17 +17,7 @@ for i = 5, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -2
   else
-    if state == "pending" then
-      redis.call("LREM", KEYS[1], 1, id)
-    elseif state == "aggregating" then
-      if group then
-        local gkey = ARGV[1] .. "g:" .. group
-        redis.call("ZREM", gkey, id)
-        if redis.call("EXISTS", gkey) == 0 then redis.call("SREM", ARGV[1] .. "groups", group) end
-      end
-    else
-      redis.call("ZREM", ARGV[1] .. state, id)
-    end
+    detach(ARGV[1], KEYS[1], id, state, group)
     redis.call("ZADD", KEYS[2], ARGV[2], id)
     redis.call("HSET", key, "state", "archived")
     redis.call("HDEL", key, "pending_since")

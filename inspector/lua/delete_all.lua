@@ -4,15 +4,9 @@
 -- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] "list" or "zset"
 -- ARGV[4] group name when the source is a group, else ''
 -- returns {deleted, taken}
+-- #include _chunk.lua
 local n = tonumber(ARGV[2])
-local ids
-if ARGV[3] == "list" then
-  ids = redis.call("LRANGE", KEYS[1], -n, -1)
-  redis.call("LTRIM", KEYS[1], 0, -(#ids + 1))
-else
-  ids = redis.call("ZRANGE", KEYS[1], 0, n - 1)
-  if #ids > 0 then redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1) end
-end
+local ids = take_chunk(KEYS[1], n, ARGV[3])
 local deleted = 0
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id

@@ -2,6 +2,7 @@
 -- KEYS[1] pending list
 -- ARGV[1] queue key prefix asynq:{q}:   ARGV[2..] task ids
 -- returns one code per id: 1 deleted, 0 no such task, -1 active
+-- #include _detach.lua
 local codes = {}
 for i = 2, #ARGV do
   local id = ARGV[i]
@@ -12,17 +13,7 @@ for i = 2, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -1
   else
-    if state == "pending" then
-      redis.call("LREM", KEYS[1], 1, id)
-    elseif state == "aggregating" then
-      if group then
-        local gkey = ARGV[1] .. "g:" .. group
-        redis.call("ZREM", gkey, id)
-        if redis.call("EXISTS", gkey) == 0 then redis.call("SREM", ARGV[1] .. "groups", group) end
-      end
-    else
-      redis.call("ZREM", ARGV[1] .. state, id)
-    end
+    detach(ARGV[1], KEYS[1], id, state, group)
     if ukey and redis.call("GET", ukey) == id then redis.call("DEL", ukey) end
     redis.call("DEL", key)
     codes[#codes + 1] = 1

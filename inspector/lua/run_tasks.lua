@@ -2,6 +2,7 @@
 -- KEYS[1] pending list
 -- ARGV[1] queue key prefix asynq:{q}:   ARGV[2] now (Unix ns, becomes pending_since)   ARGV[3..] task ids
 -- returns one code per id: 1 moved, 0 no such task, -1 active, -2 already pending
+-- #include _detach.lua
 local codes = {}
 for i = 3, #ARGV do
   local id = ARGV[i]
@@ -14,15 +15,7 @@ for i = 3, #ARGV do
   elseif state == "pending" then
     codes[#codes + 1] = -2
   else
-    if state == "aggregating" then
-      if group then
-        local gkey = ARGV[1] .. "g:" .. group
-        redis.call("ZREM", gkey, id)
-        if redis.call("EXISTS", gkey) == 0 then redis.call("SREM", ARGV[1] .. "groups", group) end
-      end
-    else
-      redis.call("ZREM", ARGV[1] .. state, id)
-    end
+    detach(ARGV[1], KEYS[1], id, state, group)
     redis.call("LPUSH", KEYS[1], id)
     redis.call("HSET", key, "state", "pending", "pending_since", ARGV[2])
     codes[#codes + 1] = 1
