@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +36,19 @@ def serve_one(spec: WorkerSpec) -> None:
     mux = load_mux(spec.mux)
     Server(spec.redis_url, concurrency=spec.concurrency, queues=spec.queues, strict_priority=spec.strict,
            shutdown_timeout=spec.shutdown_timeout).run(mux)
+    _exit_past_stuck_handlers()
+
+
+def _exit_past_stuck_handlers() -> None:
+    """A plain-function handler that ignores its cancel event keeps its thread; its task was requeued at
+    shutdown, so the process exits now instead of waiting for the thread (as Go's server does)."""
+    stuck = [t for t in threading.enumerate() if t.name.startswith("asynqpy-handler") and t.is_alive()]
+    if stuck:
+        log.warning("asynqpy: %d handler thread(s) still running after shutdown; exiting without them", len(stuck))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def run_workers(spec: WorkerSpec, processes: int) -> int:

@@ -51,3 +51,12 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+stuck = ServeMux()
+
+
+@stuck.handler("stuck")
+def never_returns(task) -> None:  # type: ignore[no-untyped-def]
+    conn().rpush(STARTS, task.id)
+    time.sleep(120)  # ignores task.cancelled

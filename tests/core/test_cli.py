@@ -78,3 +78,23 @@ def test_dev_runs_embedded_server_worker_and_demo_then_stops_everything(tmp_path
     except redis.ConnectionError:
         alive = False
     assert not alive  # the embedded Valkey was stopped too
+
+
+def test_worker_exits_after_shutdown_timeout_despite_a_stuck_plain_handler(redis_url: str, r: redis.Redis) -> None:
+    from tests.core.apps import STARTS
+
+    tid = Client(redis_url).enqueue(Task("stuck", b"")).id
+    env = {**os.environ, "TEST_REDIS_URL": redis_url}
+    p = subprocess.Popen([*ASYNQPY, "worker", "tests.core.apps:stuck", "--redis-url", redis_url,
+                          "--shutdown-timeout", "0.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: r.llen(STARTS) == 1, timeout=20, what="the handler to start")
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)  # not the handler's 120 s
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out
+    assert "still running after shutdown" in out
+    assert r.lrange(keys.pending("default"), 0, -1) == [tid.encode()]  # requeued for another worker
