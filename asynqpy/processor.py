@@ -228,8 +228,6 @@ class Processor:
         if isinstance(outcome, _DeadlineExceeded):
             await self._fail(at, outcome, ERR_DEADLINE)
             return
-        if isinstance(outcome, (KeyboardInterrupt, SystemExit)):
-            raise outcome
         await self._fail(at, outcome, error_text(outcome), skip=isinstance(outcome, SkipRetry))
 
     async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:

@@ -410,3 +410,19 @@ def test_result_of_a_task_finished_while_redis_was_away_is_written_later(tmp_pat
             assert r.get(keys.processed_total("default")) == b"1" and r.llen(keys.active("default")) == 0
     finally:
         srv_redis.stop()
+
+
+def test_handler_calling_sys_exit_is_a_failure_not_a_dead_worker(redis_url: str, r: redis.Redis) -> None:
+    import sys
+
+    mux = ServeMux()
+    mux.handle("quit", lambda t: sys.exit(3))
+    ok = threading.Event()
+    mux.handle("ok", lambda t: ok.set())
+    c = Client(redis_url)
+    tid = c.enqueue(Task("quit", b""), max_retry=0).id
+    with running(redis_url, mux):
+        wait_for(lambda: r.zscore(keys.archived("default"), tid))
+        c.enqueue(Task("ok", b""))
+        wait_for(ok.is_set)
+    assert stored(r, tid).error_msg == "SystemExit: 3"
