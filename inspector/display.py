@@ -1,4 +1,4 @@
-"""Turns payload and result bytes into a bounded display form: pretty JSON, printable text, or hex."""
+"""Display forms: payload and result bytes as bounded pretty JSON, printable text or hex; durations as 3m12s."""
 
 from __future__ import annotations
 
@@ -72,3 +72,15 @@ def preview(data: bytes | None, limit: int = PREVIEW_LIMIT) -> PayloadView:
     if v.kind == "text":
         return PayloadView(v.kind, " ".join(v.text.split()), v.size, v.truncated)
     return v
+
+
+def span(seconds: float) -> str:
+    """A duration like 45s, 3m12s, 2h5m, 4d3h."""
+    s = int(abs(seconds))
+    if s >= 86400:
+        return f"{s // 86400}d{s % 86400 // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60}s"
+    return f"{s}s"

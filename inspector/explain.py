@@ -9,6 +9,7 @@ from asynqpy.rdb.broker import ARCHIVE_MAX_SIZE
 from asynqpy.task import TaskState
 from inspector import cluster, reader
 from inspector.context import Ctx, check_id, check_queue_name, from_unix
+from inspector.display import span
 from inspector.models import Explanation, Finding, ServerInfo, TaskRecord
 
 LPOS_MAX_SCAN = 100_000
@@ -19,19 +20,8 @@ def _when(t: datetime | None, now: float) -> str:
     if t is None:
         return "never"
     delta = t.timestamp() - now
-    rel = f"in {_span(delta)}" if delta >= 0 else f"{_span(-delta)} ago"
+    rel = f"in {span(delta)}" if delta >= 0 else f"{span(-delta)} ago"
     return f"{t.strftime('%Y-%m-%d %H:%M:%S')} UTC ({rel})"
-
-
-def _span(seconds: float) -> str:
-    s = int(seconds)
-    if s >= 86400:
-        return f"{s // 86400}d{s % 86400 // 3600}h"
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60}s"
-    return f"{s}s"
 
 
 def explain(ctx: Ctx, q: str, task_id: str) -> Explanation:
@@ -180,8 +170,8 @@ def queue_warnings(ctx: Ctx, q: str, *, latency_threshold: float, archive_ratio:
     if qi.paused:
         out.append(Finding("warn", "paused", f"queue {q!r} is paused"))
     if qi.latency > latency_threshold:
-        out.append(Finding("warn", "latency", f"the oldest pending task has waited {_span(qi.latency)} "
-                                              f"(threshold {_span(latency_threshold)})"))
+        out.append(Finding("warn", "latency", f"the oldest pending task has waited {span(qi.latency)} "
+                                              f"(threshold {span(latency_threshold)})"))
     if qi.archived >= archive_ratio * ARCHIVE_MAX_SIZE:
         out.append(Finding("warn", "archive_near_cap", f"{qi.archived} archived tasks: near the cap of "
                                                        f"{ARCHIVE_MAX_SIZE}, beyond which the oldest are dropped"))

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
+from inspector.display import span
+
 
 def jsonable(obj: Any) -> Any:
     """A JSON-ready form of an Inspector result: dataclasses and mappings become objects, bytes base64,
@@ -62,18 +64,6 @@ def cell(v: Any) -> str:
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S")
     return " ".join(str(v).split())
-
-
-def span(seconds: float) -> str:
-    """A duration like 45s, 3m12s, 2h5m, 4d3h."""
-    s = int(abs(seconds))
-    if s >= 86400:
-        return f"{s // 86400}d{s % 86400 // 3600}h"
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60}s"
-    return f"{s}s"
 
 
 def when(t: datetime | None, now: float) -> str:

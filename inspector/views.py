@@ -10,8 +10,9 @@ from typing import Any
 
 from asynqpy.task import TaskState
 from inspector.api import Inspector
+from inspector.display import span
 from inspector.models import Finding, QueueInfo, TaskRecord
-from inspector.textout import cell, pairs, size, span, table, when
+from inspector.textout import cell, pairs, size, table, when
 
 PAST = {"run": "moved to pending", "archive": "archived", "delete": "deleted"}
 ORDER = ("pending", "active", "scheduled", "retry", "archived", "completed", "aggregating")
