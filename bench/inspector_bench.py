@@ -20,11 +20,8 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,203 +36,13 @@ if str(ROOT) not in sys.path:  # `python bench/inspector_bench.py` from anywhere
 import redis  # noqa: E402
 
 from asynqpy.embedded import EmbeddedServer  # noqa: E402
-from asynqpy.options import build_options  # noqa: E402
 from asynqpy.rdb import keys  # noqa: E402
-from asynqpy.rdb.broker import build_message  # noqa: E402
-from asynqpy.wire import decode_task_message  # noqa: E402
+from bench.inspector_data import NEEDLE, NEEDLE_EVERY, PER_QUEUE, Loader, task_id  # noqa: E402
+from bench.inspector_go import GoSide  # noqa: E402
+from bench.inspector_probe import BLOCK_WARN_MS, Calls, Probe  # noqa: E402
 from inspector import Inspector  # noqa: E402
 
-GO_DIR = Path(__file__).resolve().parent / "go_inspector"
-TASK_TYPE = "bench:inspect"
-ID_PLACEHOLDER = b"Z" * 36  # every task ID is 36 characters, like asynq's UUIDs
-NEEDLE = "needle-7f3a"  # the text search looks for; one task in NEEDLE_EVERY carries it
-NEEDLE_EVERY = 1000
-PER_QUEUE = {"pending": 100, "scheduled": 50, "retry": 50, "archived": 50, "completed": 50}
-STATE_NO = {"pending": 1, "scheduled": 2, "retry": 3, "archived": 4, "completed": 5}
-LOAD_CHUNK = 20_000  # tasks per loader script call
-BLOCK_WARN_MS = 5.0
-
-# Writes tasks first..first+count-1 of one state in asynq's layout: the task hash (msg, state, and
-# pending_since for pending tasks) and the state's list (LPUSH, so task `first` ends up oldest, at the
-# right) or sorted set (score = base + index, whole seconds). The message is head .. id .. tail: the
-# protobuf bytes asynqpy's build_message made with a 36-byte placeholder ID, cut around the placeholder.
-LOADER = """
--- KEYS[1] the state's list or sorted set
--- ARGV[1] task key prefix   ARGV[2] state   ARGV[3] id prefix (24 chars)   ARGV[4] first index   ARGV[5] count
--- ARGV[6] msg head   ARGV[7] msg tail   ARGV[8] pending_since ('' = none)   ARGV[9] score base ('' = list)
--- ARGV[10] every n-th index uses ARGV[11]/ARGV[12] as head/tail instead (0 = never)
-local list = ARGV[9] == ""
-local first, n, every = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[10])
-local base = tonumber(ARGV[9])
-local batch = {}
-local function flush()
-  if #batch == 0 then return end
-  if list then redis.call("LPUSH", KEYS[1], unpack(batch)) else redis.call("ZADD", KEYS[1], unpack(batch)) end
-  batch = {}
-end
-for i = first, first + n - 1 do
-  local id = ARGV[3] .. string.format("%012x", i)
-  local head, tail = ARGV[6], ARGV[7]
-  if every > 0 and i % every == 0 then head, tail = ARGV[11], ARGV[12] end
-  if ARGV[8] ~= "" then
-    redis.call("HSET", ARGV[1] .. id, "msg", head .. id .. tail, "state", ARGV[2], "pending_since", ARGV[8])
-  else
-    redis.call("HSET", ARGV[1] .. id, "msg", head .. id .. tail, "state", ARGV[2])
-  end
-  if list then
-    batch[#batch + 1] = id
-  else
-    batch[#batch + 1] = base + i
-    batch[#batch + 1] = id
-  end
-  if #batch >= 1000 then flush() end
-end
-flush()
-return n
-"""
-
-
-# -- building asynq state ---------------------------------------------------------------------------------
-
-def task_id(queue_no: int, state: str, i: int) -> str:
-    """The ID the loader gives task i: a UUIDv4-shaped string, unique per queue and state."""
-    return f"{queue_no:08x}-{STATE_NO[state]:04x}-4000-8000-{i:012x}"
-
-
-def template(queue: str, state: str, payload: bytes, now: float) -> tuple[bytes, bytes]:
-    """The TaskMessage bytes asynqpy writes for a task of this state, cut around a placeholder ID."""
-    opts = build_options(queue=queue, task_id=ID_PLACEHOLDER.decode())
-    msg = build_message(TASK_TYPE, payload, {}, opts)
-    if state in ("retry", "archived"):  # what the worker's retry/archive leaves in the message
-        msg.retried = 3 if state == "retry" else msg.retry
-        msg.error_msg = "bench: handler failed: connection refused"
-        msg.last_failed_at = int(now) - 60
-    elif state == "completed":
-        msg.retention = 86400
-        msg.completed_at = int(now) - 60
-    data = msg.SerializeToString()
-    if data.count(ID_PLACEHOLDER) != 1:
-        raise AssertionError("the placeholder ID must occur exactly once in the message")
-    head, tail = data.split(ID_PLACEHOLDER)
-    return head, tail
-
-
-def payload(n: int, needle: bool = False) -> bytes:
-    note = f"contains {NEEDLE}" if needle else "regular order"
-    return json.dumps({"order_id": 100000 + n, "customer": "acme-corp", "sku": "B-1138", "note": note}).encode()
-
-
-@dataclass
-class Loader:
-    r: redis.Redis
-    now: float
-    loaded: int = 0
-    seconds: float = 0.0
-    _script: Any = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._script = self.r.register_script(LOADER)
-
-    def add(self, queue: str, queue_no: int, state: str, count: int, *, needle_every: int = 0) -> None:
-        """Write count tasks of one state into queue, asynq's layout, registered in asynq:queues."""
-        t0 = time.perf_counter()
-        head, tail = template(queue, state, payload(queue_no), self.now)
-        alt = template(queue, state, payload(queue_no, needle=True), self.now) if needle_every else (b"", b"")
-        since = str(int((self.now - 600) * 1e9)) if state == "pending" else ""
-        base = {"pending": "", "scheduled": int(self.now) + 3600, "retry": int(self.now) + 60,
-                "archived": int(self.now) - count - 86400, "completed": int(self.now) + 86400}[state]
-        self.r.sadd(keys.QUEUES, queue)
-        prefix = task_id(queue_no, state, 0)[:24]
-        for first in range(0, count, LOAD_CHUNK):
-            n = min(LOAD_CHUNK, count - first)
-            self._script(keys=[keys.state_key(queue, state)],
-                         args=[keys.task_prefix(queue), state, prefix, first, n, head, tail, since, base,
-                               needle_every, alt[0], alt[1]])
-        self.seconds += time.perf_counter() - t0
-        self.loaded += count
-
-    def check(self, queue: str, queue_no: int, state: str, i: int) -> None:
-        """Fails unless task i decodes to the right ID and queue with its state set."""
-        tid = task_id(queue_no, state, i)
-        raw, st = self.r.hmget(keys.task(queue, tid), "msg", "state")
-        if not isinstance(raw, bytes):
-            raise AssertionError(f"loaded task {tid} in {queue} has no message")
-        msg = decode_task_message(raw)
-        if (msg.id, msg.queue, msg.type, st) != (tid, queue, TASK_TYPE, state.encode()):
-            raise AssertionError(f"loaded task {tid} in {queue} is wrong: {msg} state={st!r}")
-
-
 # -- measuring ---------------------------------------------------------------------------------------------
-
-@dataclass
-class Calls:
-    """What Redis saw in one measurement window: script calls and their server time (INFO commandstats),
-    and the longest single call (SLOWLOG; calls faster than the threshold are not logged)."""
-
-    scripts: int = 0
-    script_ms: float = 0.0
-    logged: int = 0
-    max_ms: float = 0.0
-    max_cmd: str = ""
-    over_warn: int = 0
-    overflow: bool = False
-
-    def note(self, threshold_us: int) -> str:
-        if not self.logged:
-            return f"max call < {threshold_us / 1000:g} ms"
-        return f"max call {self.max_ms:.2f} ms ({self.max_cmd})"
-
-
-class Probe:
-    """Measures Redis around a block of calls.
-
-    Longest call: SLOWLOG with slowlog-log-slower-than = threshold_us. Valkey (like Redis 7) also logs every
-    command a script runs as its own entry, so 0 would add a log entry per HSET inside a script, slowing
-    the very scripts being measured several times over; a small threshold keeps the log to the slow calls.
-    Script calls and their server time: deltas of INFO commandstats (eval + evalsha; Lua cannot call
-    EVAL, so every one is a client's call).
-    """
-
-    MAX_LEN = 100_000
-
-    def __init__(self, r: redis.Redis, threshold_us: int) -> None:
-        self.r = r
-        self.threshold_us = threshold_us
-        r.config_set("slowlog-log-slower-than", threshold_us)
-        r.config_set("slowlog-max-len", self.MAX_LEN)
-        self._base = (0, 0)
-
-    def _scripts(self) -> tuple[int, int]:
-        stats = self.r.info("commandstats")
-        calls = usec = 0
-        for name in ("cmdstat_eval", "cmdstat_evalsha"):
-            st = stats.get(name, {})  # a NOSCRIPT reply (before the EVAL fallback) is a failed call
-            calls += int(st.get("calls", 0)) - int(st.get("failed_calls", 0)) - int(st.get("rejected_calls", 0))
-            usec += int(stats.get(name, {}).get("usec", 0))
-        return calls, usec
-
-    def reset(self) -> None:
-        self.r.slowlog_reset()
-        self._base = self._scripts()
-
-    def read(self) -> Calls:
-        calls_now, usec_now = self._scripts()
-        entries = self.r.slowlog_get(-1)
-        calls = Calls(scripts=calls_now - self._base[0], script_ms=(usec_now - self._base[1]) / 1000.0,
-                      overflow=len(entries) >= self.MAX_LEN)
-        for e in entries:
-            cmd = e["command"]
-            cmd = cmd.decode("utf-8", "replace") if isinstance(cmd, bytes) else str(cmd)
-            name = cmd.split(" ", 1)[0].upper()
-            if name in ("SLOWLOG", "CONFIG", "INFO"):
-                continue
-            calls.logged += 1
-            ms = e["duration"] / 1000.0
-            calls.over_warn += ms > BLOCK_WARN_MS
-            if ms > calls.max_ms:
-                calls.max_ms, calls.max_cmd = ms, name
-        return calls
-
 
 def timed(fn: Callable[[], Any], reps: int, warmup: int = 1) -> tuple[list[float], Any]:
     out = None
@@ -267,46 +74,6 @@ class Row:
         if self.py_ms and self.go_ms is not None:
             return self.go_ms / self.py_ms
         return None
-
-
-class GoSide:
-    """Builds bench/go_inspector once and runs its subcommands; missing/failed Go turns into a reason."""
-
-    def __init__(self, enabled: bool, url: str) -> None:
-        self.url = url
-        self.binary: str | None = None
-        self.reason = ""
-        self.version = ""
-        self._tmp = tempfile.mkdtemp(prefix="asynqpy-goinsp-")
-        if not enabled:
-            self.reason = "n/a (--no-go)"
-            return
-        go = shutil.which("go")
-        if go is None:
-            self.reason = "n/a (no go)"
-            return
-        self.version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
-        out = os.path.join(self._tmp, "goinspector")
-        t0 = time.perf_counter()
-        res = subprocess.run([go, "build", "-o", out, "."], cwd=GO_DIR, capture_output=True, text=True)
-        if res.returncode != 0:
-            self.reason = "n/a (go build failed)"
-            print(f"go build failed:\n{res.stderr.strip()}", file=sys.stderr)
-            return
-        print(f"built bench/go_inspector in {time.perf_counter() - t0:.1f} s", flush=True)
-        self.binary = out
-
-    def run(self, *args: Any) -> dict[str, Any]:
-        assert self.binary
-        res = subprocess.run([self.binary, *map(str, args), "-redis", self.url],
-                             capture_output=True, text=True, timeout=600)
-        if res.returncode != 0:
-            raise RuntimeError(f"goinspector {args[0]} failed: {res.stderr.strip()}")
-        out: dict[str, Any] = json.loads(res.stdout)
-        return out
-
-    def close(self) -> None:
-        shutil.rmtree(self._tmp, ignore_errors=True)
 
 
 def med(xs: Sequence[float]) -> float:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.adapters import LIBS
-from bench.adapters.base import ENV_URL, Bench, StepError, reason, stop_all_workers
+from bench.adapters.base import ENV_URL, StepError, stop_all_workers
+from bench.adapters.measure import Bench, reason
 
 
 def main(argv: list[str] | None = None) -> int:

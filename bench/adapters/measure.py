@@ -1,0 +1,161 @@
+"""The measurements: enqueue, batched enqueue, drain, pickup and delayed lateness of one adapter, on one Redis db.
+
+Bench starts the adapter's worker processes and reads the samples the worker-side recorder
+(bench.adapters.base.record) writes under "bench:"; reason() turns a failed measurement into one line
+for the table.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.adapters.base import (
+    ENV_N,
+    ENV_SHARED,
+    ENV_URL,
+    KEY_FIRST,
+    KEY_LATE,
+    KEY_PICKUP,
+    KEY_PROGRESS,
+    KEY_WARM,
+    Adapter,
+    StepError,
+    WorkerProcess,
+)
+
+
+class Bench:
+    """Runs the measurements of one adapter on one Redis database, which it empties before each."""
+
+    def __init__(self, adapter: Adapter, url: str, log_dir: Path, say: Any = print) -> None:
+        self.ad, self.url, self.log_dir, self.say = adapter, url, log_dir, say
+        self.r = redis.Redis.from_url(url)
+
+    def flush(self) -> None:
+        self.r.flushdb()
+
+    def worker(self, step: str, n: int = 0) -> WorkerProcess:
+        env = {ENV_URL: self.url, ENV_N: str(n), ENV_SHARED: "1" if self.ad.shared_count else "0"}
+        return WorkerProcess(self.ad.worker_argv(), env, self.log_dir / f"{self.ad.name}-{step}.log").start()
+
+    def enqueue_single(self, n: int) -> dict[str, Any]:
+        self.flush()
+        secs = self.ad.timed_single(n)
+        self.flush()
+        return {"rate": n / secs, "n": n, "seconds": secs}
+
+    def enqueue_batch(self, n: int) -> dict[str, Any]:
+        self.flush()
+        secs = self.ad.timed_batch(n)
+        self.flush()
+        return {"rate": n / secs, "n": n, "seconds": secs, "how": self.ad.batch_how}
+
+    def drain(self, n: int, timeout: float, stall: float = 20.0) -> dict[str, Any]:
+        if self.ad.drain_cap:
+            n = min(n, self.ad.drain_cap)
+        self.flush()
+        self.ad.fill(n)
+        w = self.worker("drain", n)
+        spawned = time.time()
+        last_change, last_c, partial = spawned, 0, False
+        c, t_last, left = 0, 0.0, None
+        try:
+            while True:
+                top: list[bytes] = self.r.zrange(KEY_PROGRESS, -1, -1)  # type: ignore[assignment]
+                if top:
+                    cs, ts = top[0].decode().split()
+                    c, t_last = int(cs), float(ts)
+                if c >= n:
+                    left = self._left_queued()
+                    break
+                now = time.time()
+                if not w.alive():
+                    raise StepError(f"worker exited after {c} tasks: {w.log_tail()}")
+                if c != last_c:
+                    last_c, last_change = c, now
+                if now - spawned > timeout or now - last_change > stall:
+                    partial = True
+                    break
+                time.sleep(0.02)
+        finally:
+            w.stop()
+        first = self.r.get(KEY_FIRST)
+        self.flush()
+        if c == 0 or first is None:
+            raise StepError(f"no task finished in {time.time() - spawned:.0f}s: {w.log_tail()}")
+        secs = t_last - float(first)
+        return {"rate": c / secs if secs > 0 else float("inf"), "n": c, "asked": n, "seconds": secs,
+                "wall_from_spawn": t_last - spawned, "partial": partial, "left_queued": left}
+
+    def _left_queued(self, settle: float = 2.0) -> int | None:
+        """Tasks still waiting once n were counted: above 0 means some task ran twice."""
+        key = self.ad.queue_key
+        if not key:
+            return None
+        deadline = time.time() + settle
+        while True:
+            left = int(self.r.zcard(key) if self.r.type(key) == b"zset" else self.r.llen(key))
+            if left == 0 or time.time() > deadline:
+                return left
+            time.sleep(0.05)
+
+    def latency(self, pickup_samples: int, delayed_samples: int, delay: float, spread: float,
+                grace: float = 10.0) -> dict[str, dict[str, Any]]:
+        """Pickup then delayed lateness, on one idle worker. Returns {"pickup": .., "delayed": ..}."""
+        self.flush()
+        out: dict[str, dict[str, Any]] = {}
+        w = self.worker("latency")
+        try:
+            self._warm_up(w)
+            time.sleep(1.0)  # let every loop of the worker settle into idle
+            try:
+                self.ad.produce_pickup(pickup_samples)
+                out["pickup"] = self._collect(KEY_PICKUP, pickup_samples, time.time() + grace, w)
+            except Exception as exc:
+                out["pickup"] = {"error": reason(exc)}
+            try:
+                rng = random.Random(2)
+                t0 = time.time() + delay
+                step = spread / delayed_samples
+                dues = [t0 + i * step + rng.uniform(0, step) for i in range(delayed_samples)]
+                self.ad.produce_delayed(dues)
+                out["delayed"] = self._collect(KEY_LATE, delayed_samples, max(dues) + grace, w)
+                out["delayed"]["delay"] = delay
+                out["delayed"]["spread"] = spread
+            except Exception as exc:
+                out["delayed"] = {"error": reason(exc)}
+        finally:
+            w.stop()
+            self.flush()
+        return out
+
+    def _warm_up(self, w: WorkerProcess, timeout: float = 60.0) -> None:
+        self.ad.warm()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.r.blpop([KEY_WARM], timeout=0.5):
+                return
+            if not w.alive():
+                raise StepError(f"worker exited: {w.log_tail()}")
+        raise StepError(f"worker ran no task within {timeout:.0f}s: {w.log_tail()}")
+
+    def _collect(self, key: str, expected: int, deadline: float, w: WorkerProcess) -> dict[str, Any]:
+        while self.r.llen(key) < expected and time.time() < deadline and w.alive():
+            time.sleep(0.05)
+        values = [float(v) * 1000.0 for v in self.r.lrange(key, 0, -1)]  # ms
+        if not values:
+            raise StepError(f"no sample arrived: {w.log_tail()}")
+        return {"ms": values, "lost": expected - len(values)}
+
+
+def reason(exc: BaseException) -> str:
+    """One line for the table: the message of a StepError, else the exception's type and message."""
+    text = " ".join(str(exc).split())
+    if not isinstance(exc, StepError):
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text[:300]
