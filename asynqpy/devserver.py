@@ -7,7 +7,7 @@ import signal
 import threading
 from typing import Any
 
-from asynqpy import demo
+from asynqpy import demo as demo_app
 from asynqpy.embedded import DEV_STATE_DIR, DEV_URL_FILE, EmbeddedServer
 from asynqpy.server import Server
 
@@ -23,13 +23,13 @@ def run_dev(*, redis_url: str | None = None, port: int = 0, web_port: int = 8080
         embedded = EmbeddedServer(port=port or None, data_dir=DEV_STATE_DIR / "data").start()
         redis_url = embedded.url
         DEV_URL_FILE.write_text(redis_url + "\n")
-    server = Server(redis_url, queues=_demo_queues(), concurrency=20)
+    server = Server(redis_url, queues=demo_app.QUEUES, concurrency=20)
     threads: list[threading.Thread] = []
     web: Any = None
     try:
-        server.start(_demo_mux())
+        server.start(demo_app.mux)
         if demo:
-            t = threading.Thread(target=_demo_producer, args=(redis_url, stop, rate), daemon=True)
+            t = threading.Thread(target=demo_app.produce, args=(redis_url, stop, rate), daemon=True)
             t.start()
             threads.append(t)
         web = _start_dashboard(redis_url, web_port)
@@ -48,18 +48,6 @@ def run_dev(*, redis_url: str | None = None, port: int = 0, web_port: int = 8080
     return 0
 
 
-def _demo_queues() -> dict[str, int]:
-    return dict(demo.QUEUES)
-
-
-def _demo_mux() -> Any:
-    return demo.mux
-
-
-def _demo_producer(redis_url: str, stop: threading.Event, rate: float) -> None:
-    demo.produce(redis_url, stop, rate)
-
-
 def _start_dashboard(redis_url: str, port: int) -> Any:
     """The web dashboard, when the webui package is present (it arrives with a later issue)."""
     try:
@@ -72,7 +60,7 @@ def _start_dashboard(redis_url: str, port: int) -> Any:
 def _print_banner(redis_url: str, embedded: EmbeddedServer | None, web_port: int | None, with_demo: bool) -> None:
     lines = ["", "asynqpy dev is running (Ctrl-C stops everything)",
              f"  Redis:     {redis_url}" + (f"  (embedded Valkey, data in {embedded.data_dir})" if embedded else ""),
-             f"  Worker:    queues {demo.QUEUES}, concurrency 20, demo handlers from asynqpy.demo"]
+             f"  Worker:    queues {demo_app.QUEUES}, concurrency 20, demo handlers from asynqpy.demo"]
     if with_demo:
         lines.append("  Producer:  a demo mix of emails, reports, CRM syncs and scheduled cleanups")
     if web_port:
