@@ -1,4 +1,4 @@
-"""The `asynqpy` command: worker, dev, and the Inspector's commands (stats, queue, task, server, cron)."""
+"""The `asynqpy` command: worker and dev here; other packages add theirs through asynqpy.plugins."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from asynqpy.errors import UsageError
 from asynqpy.mux import ServeMux
-
-
-class UsageError(Exception):
-    """A command-line argument is wrong; printed as one line."""
+from asynqpy.plugins import command_registrars
 
 
 def load_mux(spec: str) -> ServeMux:
@@ -96,11 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="command")
     _add_worker(sub)
     _add_dev(sub)
-    try:
-        from inspector.cli import register
-    except ImportError:  # the inspector package is part of the distribution; tolerate a partial install
-        pass
-    else:
+    for _name, register in command_registrars():  # inspector, web, exporter, scheduler, ... (entry points)
         register(sub)
     return parser
 

@@ -12,6 +12,18 @@ class AsynqError(Exception):
         self.task_id = task_id
 
 
+class InvalidArgumentError(AsynqError, ValueError):
+    """A bad argument (wrong type or value); .argument names it."""
+
+    def __init__(self, message: str, *, argument: str = "", queue: str = "", task_id: str = "") -> None:
+        super().__init__(message, queue=queue, task_id=task_id)
+        self.argument = argument
+
+
+class UsageError(AsynqError):
+    """A command-line argument is wrong; the CLI prints it as one line and exits 2."""
+
+
 class DuplicateTaskError(AsynqError):
     """A task with the same uniqueness key is already enqueued (asynq's ErrDuplicateTask)."""
 
