@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TypeVar
 
 from asynqpy.loop import REDIS_DOWN, Loop
 from asynqpy.rdb import broker
@@ -14,6 +15,7 @@ from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
 
 MAX_BATCH = 500
+T = TypeVar("T")
 
 
 class Acker(Loop):
@@ -62,7 +64,7 @@ class Acker(Loop):
 
     async def _flush_batch(self) -> None:
         now = time.time()
-        calls: list[Call] = []
+        calls: list[Call[list[str]]] = []
         ids: list[str] = []
         for q in list(self._done):
             items = self._take(self._done, q)
@@ -72,8 +74,9 @@ class Acker(Loop):
             citems = self._take(self._complete, q)
             calls.append(broker.mark_complete(q, citems, now=now))
             ids += [i for i, *_ in citems]
+        results: list[list[str] | Exception | None]
         try:
-            results = await self.rt.runner.run_many(calls)
+            results = list(await self.rt.runner.run_many(calls))
         except REDIS_DOWN:
             results = [None] * len(calls)
         for call, res in zip(calls, results, strict=True):
@@ -84,7 +87,7 @@ class Acker(Loop):
         self.on_acked(ids)
 
     @staticmethod
-    def _take(buf: dict, q: str) -> list:  # type: ignore[type-arg]
+    def _take(buf: dict[str, list[T]], q: str) -> list[T]:
         items = buf[q]
         if len(items) <= MAX_BATCH:
             del buf[q]

@@ -61,10 +61,12 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    from asynqpy.config import ServerConfig
     from asynqpy.supervisor import WorkerSpec, run_workers
 
-    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, concurrency=args.concurrency,
-                      queues=parse_queues(args.queues), strict=args.strict, shutdown_timeout=args.shutdown_timeout)
+    config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
+                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
+    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config)
     load_mux(args.mux)  # fail here, once, with one line, rather than in every child
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")

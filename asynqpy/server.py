@@ -6,28 +6,27 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping
 from typing import Any
-
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
-from asynqpy.config import RetryDelay, ServerConfig, default_is_failure, default_retry_delay
+from asynqpy.config import ServerConfig
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import RedisUnavailableError
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
 from asynqpy.forwarder import Forwarder
 from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
+from asynqpy.rdb.failures import UNREACHABLE
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
 from asynqpy.syncer import Syncer
 
 log = logging.getLogger("asynqpy")
+_DEFAULT_CONFIG = ServerConfig()
 
 
 def _run(coro: Any) -> None:
@@ -43,29 +42,17 @@ def _run(coro: Any) -> None:
 class Server:
     """A worker server: runs handlers from a ServeMux for the configured queues.
 
-    Every setting is checked by ServerConfig (its docstring gives what each means); a wrong one raises
-    TypeError or ValueError here. run() blocks with signal handling; start()/shutdown() run it in a thread; serve()
-    runs it inside an existing event loop.
+    config: a ServerConfig (its docstring gives what each setting means); settings: any of its fields as
+    keywords, which win over config: `Server(url, concurrency=50, queues={"critical": 6, "default": 3})`.
+    A bad or unknown setting raises InvalidArgumentError (a ValueError) naming it. run() blocks with signal
+    handling; start()/shutdown() run it in a thread; serve() runs it inside an existing event loop.
     """
 
-    def __init__(self, redis_url: str | None = None, *, concurrency: int = 10,
-                 queues: Mapping[str, int] | None = None, strict_priority: bool = False,
-                 retry_delay: RetryDelay = default_retry_delay,
-                 is_failure: Callable[[BaseException], bool] = default_is_failure,
-                 error_handler: Callable[[Any, BaseException], Any] | None = None, shutdown_timeout: float = 8.0,
-                 group_aggregator: Callable[[str, list[Any]], Any] | None = None, group_grace_period: float = 60.0,
-                 group_max_delay: float = 0.0, group_max_size: int = 0, lease_duration: float = 30.0,
-                 lease_grace: float = 30.0, heartbeat_interval: float = 5.0, recover_interval: float = 60.0,
-                 forward_max_wait: float = 1.0, idle_poll_interval: float = 0.1, janitor_interval: float = 8.0,
-                 syncer_interval: float = 1.0) -> None:
-        self.config = ServerConfig(
-            concurrency=concurrency, queues=dict(queues) if queues is not None else {"default": 1},
-            strict_priority=strict_priority, retry_delay=retry_delay, is_failure=is_failure,
-            error_handler=error_handler, shutdown_timeout=shutdown_timeout, group_aggregator=group_aggregator,
-            group_grace_period=group_grace_period, group_max_delay=group_max_delay, group_max_size=group_max_size,
-            lease_duration=lease_duration, lease_grace=lease_grace, heartbeat_interval=heartbeat_interval,
-            recover_interval=recover_interval, forward_max_wait=forward_max_wait,
-            idle_poll_interval=idle_poll_interval, janitor_interval=janitor_interval, syncer_interval=syncer_interval)
+    def __init__(self, redis_url: str | None = None, config: ServerConfig | None = None, **settings: Any) -> None:
+        if config is not None and not isinstance(config, ServerConfig):
+            raise InvalidArgumentError(f"config must be a ServerConfig, not {type(config).__name__}",
+                                       argument="config")
+        self.config = (config or _DEFAULT_CONFIG).replace(settings)
         self.redis_url = redis_url or default_redis_url()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,9 +103,9 @@ class Server:
         rt = self.runtime = Runtime(self.config, self.redis_url)
         try:
             await rt.aredis.ping()
-        except (RedisConnectionError, OSError) as exc:
+        except (*UNREACHABLE, OSError) as exc:
             await rt.close()
-            raise RedisUnavailableError(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
+            raise RedisUnavailableError(self.redis_url, exc) from exc
         loops, processor, heartbeat = self._build(rt, mux)
         if signals:
             self._install_signals(processor)

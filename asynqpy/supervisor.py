@@ -12,19 +12,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from asynqpy.config import ServerConfig
+
 log = logging.getLogger("asynqpy")
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What each worker process runs: the mux to import and the Server settings."""
+    """What each worker process runs: the mux to import and the Server settings (sent to spawned children,
+    so a config's callables must be importable functions)."""
 
     mux: str
     redis_url: str | None = None
-    concurrency: int = 10
-    queues: dict[str, int] = field(default_factory=lambda: {"default": 1})
-    strict: bool = False
-    shutdown_timeout: float = 8.0
+    config: ServerConfig = field(default_factory=ServerConfig)
 
 
 def serve_one(spec: WorkerSpec) -> None:
@@ -34,8 +34,7 @@ def serve_one(spec: WorkerSpec) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mux = load_mux(spec.mux)
-    Server(spec.redis_url, concurrency=spec.concurrency, queues=spec.queues, strict_priority=spec.strict,
-           shutdown_timeout=spec.shutdown_timeout).run(mux)
+    Server(spec.redis_url, spec.config).run(mux)
     _exit_past_stuck_handlers()
 
 
@@ -84,5 +83,5 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
                 time.sleep(1)
                 children[i] = spawn()
     for p in children:
-        p.join(spec.shutdown_timeout + 10)
+        p.join(spec.config.shutdown_timeout + 10)
     return 0

@@ -15,7 +15,7 @@ log = logging.getLogger("asynqpy")
 
 @dataclass
 class PendingWrite:
-    call: Call
+    call: Call[object]
     give_up_at: float
     what: str
 
@@ -32,7 +32,7 @@ class Syncer(Loop):
         self.interval = rt.config.syncer_interval
         self.writes: list[PendingWrite] = []
 
-    def add(self, call: Call, *, give_up_at: float, what: str) -> None:
+    def add(self, call: Call[object], *, give_up_at: float, what: str) -> None:
         self.writes.append(PendingWrite(call, give_up_at, what))
 
     async def run_once(self) -> float | None:

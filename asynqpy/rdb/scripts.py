@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 import redis.asyncio as aredis
@@ -16,6 +16,8 @@ from redis.exceptions import NoScriptError, ResponseError
 from asynqpy.rdb.keys import QUEUES
 
 KeyOrArg = str | bytes | int | float
+T = TypeVar("T")
+R = TypeVar("R", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -46,18 +48,15 @@ def load_script(package: str, name: str) -> Script:
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 
 
-def _identity(raw: Any) -> Any:
-    return raw
-
-
 @dataclass(frozen=True)
-class Call:
-    """One script invocation: the script, its KEYS and ARGV, and how to read its reply."""
+class Call(Generic[R]):
+    """One script invocation: the script, its KEYS and ARGV, and parse, which turns its raw reply (as redis-py
+    returns it) into a T or raises the typed error the reply code stands for."""
 
     script: Script
     keys: Sequence[KeyOrArg]
     args: Sequence[KeyOrArg]
-    parse: Callable[[Any], Any] = field(default=_identity)
+    parse: Callable[[Any], R]
 
 
 class SyncRunner:
@@ -66,7 +65,7 @@ class SyncRunner:
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
 
-    def run(self, call: Call, *, register_queue: str | None = None) -> Any:
+    def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
         """Run one Call and return its parsed reply; the parser raises the typed errors.
 
         register_queue: also SADD it to asynq:queues, in the same round trip (a producer's duty).
@@ -80,7 +79,7 @@ class SyncRunner:
             raw = self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
 
-    def _run_registering(self, call: Call, queue: str) -> Any:
+    def _run_registering(self, call: Call[T], queue: str) -> T:
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(QUEUES, queue)
         pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
@@ -91,7 +90,7 @@ class SyncRunner:
             raise raw
         return call.parse(raw)
 
-    def run_many(self, calls: Sequence[Call]) -> list[Any]:
+    def run_many(self, calls: Sequence[Call[T]]) -> list[T | Exception]:
         """Run Calls in one pipeline (not a transaction); each result is the parsed reply or the exception."""
         raws = self._pipeline(calls)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError)]
@@ -101,9 +100,9 @@ class SyncRunner:
             again = self._pipeline([calls[i] for i in missing])
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
-        return [_parse_or_error(c, r) for c, r in zip(calls, raws, strict=True)]
+        return _parse_all(calls, raws)
 
-    def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
@@ -116,7 +115,7 @@ class AsyncRunner:
     def __init__(self, client: aredis.Redis) -> None:
         self.redis = client
 
-    async def run(self, call: Call, *, register_queue: str | None = None) -> Any:
+    async def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
         if register_queue is not None:
             return await self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -126,7 +125,7 @@ class AsyncRunner:
             raw = await self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
 
-    async def _run_registering(self, call: Call, queue: str) -> Any:
+    async def _run_registering(self, call: Call[T], queue: str) -> T:
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(QUEUES, queue)
         pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
@@ -137,7 +136,7 @@ class AsyncRunner:
             raise raw
         return call.parse(raw)
 
-    async def run_many(self, calls: Sequence[Call]) -> list[Any]:
+    async def run_many(self, calls: Sequence[Call[T]]) -> list[T | Exception]:
         raws = await self._pipeline(calls)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError)]
         if missing:
@@ -146,16 +145,23 @@ class AsyncRunner:
             again = await self._pipeline([calls[i] for i in missing])
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
-        return [_parse_or_error(c, r) for c, r in zip(calls, raws, strict=True)]
+        return _parse_all(calls, raws)
 
-    async def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
         return list(await pipe.execute(raise_on_error=False))
 
 
-def _parse_or_error(call: Call, raw: Any) -> Any:
+def _parse_all(calls: Sequence[Call[T]], raws: Sequence[Any]) -> list[T | Exception]:
+    out: list[T | Exception] = []
+    for c, r in zip(calls, raws, strict=True):
+        out.append(_parse_or_error(c, r))
+    return out
+
+
+def _parse_or_error(call: Call[T], raw: Any) -> T | Exception:
     if isinstance(raw, ResponseError):
         return raw
     try:
