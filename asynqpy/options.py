@@ -65,8 +65,10 @@ def check_int(value: int, name: str, *, minimum: int = 0, maximum: int = 2**31 -
     """Raises InvalidArgumentError unless value is an int (not a bool) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _bad(name, f"{name} must be an int, not {type(value).__name__}")
-    if not minimum <= value <= maximum:
-        raise _bad(name, f"{name} must be between {minimum} and {maximum}, got {value}")
+    if value < minimum:
+        raise _bad(name, f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise _bad(name, f"{name} must be <= {maximum}, got {value}")
     return value
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asynqpy.task import TaskState
+from asynqpy.task import TaskInfo, TaskState
 from inspector.api import Inspector
 from inspector.display import span
 from inspector.models import Finding, QueueInfo, TaskRecord
@@ -124,7 +124,9 @@ def _type(t: TaskRecord) -> str:
 
 
 def _columns(state: TaskState, now: float) -> tuple[list[str], Callable[[TaskRecord], list[Any]]]:
-    i = lambda t: t.info  # noqa: E731 - a one-word accessor keeps the table below readable
+    def i(t: TaskRecord) -> TaskInfo:  # a one-letter accessor keeps the table below readable
+        return t.info
+
     if state is TaskState.PENDING:
         return ["WAITING", "RETRIED"], lambda t: [when(t.pending_since, now), f"{i(t).retried}/{i(t).max_retry}"]
     if state is TaskState.ACTIVE:
@@ -149,7 +151,7 @@ def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> 
 
 def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     page = insp.list_tasks(args.queue, args.state, page=args.page, size=args.size, group=args.group)
-    now = insp._ctx.now()
+    now = insp.now()
     pages = max(1, -(-page.total // page.size))
     text = _task_table(page.tasks, page.state, now) if page.tasks else f"no {page.state.value} tasks on this page"
     return Out(page, f"{text}\n\npage {page.page} of {pages} ({page.total} {page.state.value} tasks)")
@@ -157,7 +159,7 @@ def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
     t = insp.get_task(args.queue, args.task_id)
-    i, now = t.info, insp._ctx.now()
+    i, now = t.info, insp.now()
     items: list[tuple[str, Any]] = [("id", i.id), ("queue", i.queue), ("type", i.type or "-"), ("state", i.state.value)]
     if t.problem:
         items.append(("problem", t.problem))
@@ -186,7 +188,7 @@ def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
     res = insp.search(args.queue, args.state, type=args.type, id_prefix=args.id_prefix, text=args.text,
                       error=args.error, limit=args.limit, cursor=args.cursor, max_scan=args.max_scan,
                       group=args.group)
-    text = _task_table(res.tasks, res.state, insp._ctx.now()) if res.tasks else "no matches"
+    text = _task_table(res.tasks, res.state, insp.now()) if res.tasks else "no matches"
     where = "the end was reached" if res.done else f"resume with --cursor {res.next_cursor}"
     return Out(res, f"{text}\n\nscanned {res.scanned} {res.state.value} tasks from position {res.cursor}; {where}")
 
@@ -243,7 +245,7 @@ def server_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     servers = insp.servers()
     if not servers:
         return Out(servers, "no live servers")
-    now = insp._ctx.now()
+    now = insp.now()
     rows = [[f"{s.host}:{s.pid}", s.id, s.status, ", ".join(f"{q}={w}" for q, w in sorted(s.queues.items()))
              + (" (strict)" if s.strict_priority else ""), f"{len(s.active_workers)}/{s.concurrency}",
              when(s.started, now)] for s in servers]
@@ -259,7 +261,7 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     entries = insp.scheduler_entries()
     if not entries:
         return Out(entries, "no live scheduler entries")
-    now = insp._ctx.now()
+    now = insp.now()
     rows = [[e.id, e.spec, e.task_type, cell(e.task_payload.decode("utf-8", "replace"))[:40], " ".join(e.opts),
              when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
     return Out(entries, table(["ID", "SPEC", "TYPE", "PAYLOAD", "OPTIONS", "NEXT", "PREVIOUS"], rows))
@@ -267,7 +269,7 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def cron_history(insp: Inspector, args: argparse.Namespace) -> Out:
     events = insp.scheduler_history(args.entry_id, page=args.page, size=args.size)
-    now = insp._ctx.now()
+    now = insp.now()
     text = table(["TASK", "ENQUEUED"], [[e.task_id, when(e.enqueued_at, now)] for e in events]) if events \
         else "no enqueue events"
     return Out(events, text)

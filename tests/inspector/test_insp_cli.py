@@ -88,7 +88,7 @@ def test_servers_and_cron_when_none(capsys: pytest.CaptureFixture[str], redis_ur
 
 def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
     code, _, err = cli(capsys, f"redis://127.0.0.1:{free_port()}/0", "stats")
-    assert code == 1 and err.startswith("asynqpy: cannot connect to Redis at redis://127.0.0.1:") and \
+    assert code == 1 and err.startswith("asynqpy: cannot reach Redis at redis://127.0.0.1:") and \
         err.count("\n") == 1
     code, _, err = cli(capsys, "nonsense://x", "queue", "ls")
     assert code == 1 and err.count("\n") == 1

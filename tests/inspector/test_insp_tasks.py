@@ -7,7 +7,7 @@ import json
 import pytest
 import redis
 
-from asynqpy import Client, Task
+from asynqpy import Client, InvalidArgumentError, Task
 from asynqpy.rdb import keys
 from inspector import Inspector, QueueNotFoundError, TaskNotFoundError, TaskState
 from tests.inspector.worker import Clock, Worker
@@ -106,13 +106,16 @@ def test_invalid_utf8_payload_shows_as_hex(insp: Inspector, client: Client) -> N
 
 def test_aggregating_needs_a_group(insp: Inspector, client: Client) -> None:
     client.enqueue(Task("t"), queue="q", group="g")
-    with pytest.raises(ValueError, match="group"):
+    with pytest.raises(InvalidArgumentError, match="group") as err:
         insp.list_tasks("q", "aggregating")
+    assert err.value.argument == "group"
     assert len(insp.list_tasks("q", "aggregating", group="g").tasks) == 1
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError) as err:
         insp.list_tasks("q", "pending", page=0)
-    with pytest.raises(ValueError):
+    assert err.value.argument == "page"
+    with pytest.raises(InvalidArgumentError) as err:
         insp.list_tasks("q", "pending", size=100_000)
+    assert err.value.argument == "size"
 
 
 def test_deep_page_of_a_long_list(insp: Inspector, client: Client) -> None:
