@@ -13,10 +13,10 @@ import redis
 import redis.asyncio as aredis
 
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, options_from
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.failures import reaching, url_of
+from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo, TaskState
 from asynqpy.wire import TaskMessage
@@ -124,8 +124,10 @@ class Client:
         """
         now = time.time()
         msg, opts, call = _prepare(task, options_from(options, fields), now)
-        with reaching(self.url):
+        try:  # not a with-block: this is the enqueue hot path
             self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        except UNREACHABLE as exc:
+            raise RedisUnavailableError(self.url, exc) from exc
         return _info(msg, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
@@ -167,8 +169,10 @@ class AsyncClient:
         """See Client.enqueue."""
         now = time.time()
         msg, opts, call = _prepare(task, options_from(options, fields), now)
-        with reaching(self.url):
+        try:
             await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        except UNREACHABLE as exc:
+            raise RedisUnavailableError(self.url, exc) from exc
         return _info(msg, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,

@@ -97,7 +97,7 @@ class Server:
     async def serve(self, mux: ServeMux, *, signals: bool = False) -> None:
         """Run in the current event loop until stop() (or a signal when signals=True)."""
         if not isinstance(mux, ServeMux):
-            raise TypeError(f"serve() takes a ServeMux, not {type(mux).__name__}")
+            raise InvalidArgumentError(f"serve() takes a ServeMux, not {type(mux).__name__}", argument="mux")
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         rt = self.runtime = Runtime(self.config, self.redis_url)
