@@ -225,3 +225,13 @@ def test_async_client(redis_url: str, r: redis.Redis) -> None:
     infos = asyncio.run(go())
     assert infos[0].state is TaskState.SCHEDULED and r.zcard("asynq:{aq}:scheduled") == 1
     assert r.llen("asynq:{aq}:pending") == 2
+
+
+# The message Go asynq v0.26.0 wrote for NewTask("v:nilpayload", nil) with TaskID("t-empty") in queue "vq"
+# (golden vector asynq-v0.26.0-state.json, key asynq:{vq}:t:t-empty): no payload field at all.
+GO_NIL_PAYLOAD_MSG = bytes.fromhex("0a0c763a6e696c7061796c6f61641a07742d656d70747922027671281940880e")
+
+
+def test_task_without_payload_is_the_message_go_writes_for_nil(redis_url: str, r: redis.Redis) -> None:
+    Client(redis_url).enqueue(Task("v:nilpayload"), queue="vq", task_id="t-empty")
+    assert r.hget("asynq:{vq}:t:t-empty", "msg") == GO_NIL_PAYLOAD_MSG
