@@ -13,7 +13,7 @@ import redis
 import redis.asyncio as aredis
 
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, options_from
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
@@ -108,8 +108,9 @@ class Client:
     """
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
-        self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
-        self.url = url_of(self.redis)
+        url = redis_url or default_redis_url()
+        self.redis = connection or redis.Redis.from_url(url)
+        self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
 
@@ -160,8 +161,9 @@ class AsyncClient:
     """The asyncio twin of Client, with the same arguments and errors."""
 
     def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
-        self.redis = connection or aredis.Redis.from_url(redis_url or default_redis_url())
-        self.url = url_of(self.redis)
+        url = redis_url or default_redis_url()
+        self.redis = connection or aredis.Redis.from_url(url)
+        self.url = mask_url(url) if connection is None else url_of(connection)
         self._runner = AsyncRunner(self.redis)
         self._registry = _Registry()
 

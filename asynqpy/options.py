@@ -158,7 +158,7 @@ class TaskOptions:
                 raise _bad(name, f"unknown option {name!r}; the options are: {', '.join(_CHECKS)}")
             if value is not None:
                 check(value, name)
-        merged = object.__new__(TaskOptions)
+        merged = object.__new__(type(self))
         values = merged.__dict__  # frozen: filled directly, as dataclasses.replace would after the same checks
         values.update(self.__dict__)
         values.update(fields)
@@ -196,7 +196,6 @@ class TaskOptions:
 
 _CHECKS: dict[str, Callable[[Any, str], object]] = {f.name: f.metadata["check"]
                                                     for f in dataclasses.fields(TaskOptions)}
-_FIELDS: tuple[str, ...] = tuple(_CHECKS)
 DEFAULT_OPTIONS = TaskOptions()
 
 

@@ -11,7 +11,7 @@ from typing import Any, Self, TypeVar
 import redis
 
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.task import TaskState
@@ -69,8 +69,9 @@ class Inspector:
         check_int(chunk, "chunk", minimum=1)
         if not callable(clock):
             raise InvalidArgumentError("clock must be a callable returning Unix seconds", argument="clock")
-        self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
-        self.url = url_of(self.redis)
+        url = redis_url or default_redis_url()
+        self.redis = connection or redis.Redis.from_url(url)
+        self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._ctx = Ctx(self.redis, clock)
         self.chunk = chunk
 

@@ -20,7 +20,9 @@ def url_of(client: Any) -> str:
     if kw.get("path"):
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"
     auth = f"{kw.get('username') or ''}:***@" if kw.get("password") else ""
-    return f"redis://{auth}{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+    tls = "SSL" in getattr(getattr(client, "connection_pool", None), "connection_class", type).__name__
+    where = f"{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+    return f"{'rediss' if tls else 'redis'}://{auth}{where}"
 
 
 @contextlib.contextmanager
