@@ -11,9 +11,10 @@ from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.options import check_int, check_queue
+from asynqpy.task import ReceivedTask, Task
 
 
-def default_retry_delay(n: int, exc: BaseException, task: Any) -> float:
+def default_retry_delay(n: int, exc: BaseException, task: ReceivedTask | None) -> float:
     """asynq's formula: n^4 + 15 + rand[0,30) * (n+1) seconds, n = retries done before this failure."""
     return n**4 + 15 + random.randrange(30) * (n + 1)
 
@@ -22,7 +23,9 @@ def default_is_failure(exc: BaseException) -> bool:
     return True
 
 
-RetryDelay = Callable[[int, BaseException, Any], float]
+# retry_delay(retries done, the error, the task as its handler saw it) -> seconds until the next attempt. The
+# recoverer calls it too, with LeaseExpiredError, for a task whose worker died.
+RetryDelay = Callable[[int, BaseException, ReceivedTask], float]
 
 
 _SECONDS = ("shutdown_timeout", "lease_duration", "lease_grace", "heartbeat_interval", "recover_interval",
@@ -36,7 +39,9 @@ class ServerConfig:
 
     concurrency: 10 tasks at once. queues: {"default": 1}, priorities > 0 (weighted random order, or
     strict descending with strict_priority). retry_delay(n, exc, task) -> seconds: asynq's formula.
-    is_failure(exc) -> bool: True (False = retry without counting an attempt). error_handler(task, exc):
+    is_failure(exc) -> bool: True (False = retry without counting an attempt). Both are also asked about a task
+    whose worker died (exc is asynqpy.errors.LeaseExpiredError); if either raises, the task is retried with
+    asynq's delay all the same. error_handler(task, exc):
     None. shutdown_timeout: 8 s, then unfinished tasks are requeued. lease_duration: 30 s (asynq's);
     heartbeat_interval: 5 s; recover_interval: 60 s, recovering leases expired for more than
     lease_grace (30 s). forward_max_wait: 1 s (the forwarder otherwise sleeps until the next due time).
@@ -54,7 +59,7 @@ class ServerConfig:
     strict_priority: bool = False
     retry_delay: RetryDelay = default_retry_delay
     is_failure: Callable[[BaseException], bool] = default_is_failure
-    error_handler: Callable[[Any, BaseException], Any] | None = None
+    error_handler: Callable[[ReceivedTask, BaseException], Any] | None = None
     shutdown_timeout: float = 8.0
     lease_duration: float = 30.0
     lease_grace: float = 30.0
@@ -64,7 +69,7 @@ class ServerConfig:
     idle_poll_interval: float = 0.1
     janitor_interval: float = 8.0
     syncer_interval: float = 1.0
-    group_aggregator: Callable[[str, list[Any]], Any] | None = None
+    group_aggregator: Callable[[str, list[Task]], Any] | None = None
     group_grace_period: float = 60.0
     group_max_delay: float = 0.0
     group_max_size: int = 0
