@@ -77,11 +77,14 @@ def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the address it prints; or the server of --redis-url), a worker with the demo handlers of asynqpy.demo "
         "and a producer that keeps a realistic mix of demo tasks flowing (successes, retries, failures that "
         "end archived, scheduled tasks)" + "".join(f", and {a.name}" for a in addons) + ". The banner says "
-        "what runs where; a line every 10 s says what the worker did. Ctrl-C, SIGTERM or closing the terminal "
-        "stops it all. Other `asynqpy` commands find this server from any directory below this one."))
+        "what runs where; a line every 10 s (--activity-every) says what the worker did. Ctrl-C, SIGTERM or "
+        "closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
+        "this one."))
     _add_port(p)
     p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
     p.add_argument("--no-demo", action="store_true", help="no demo producer (the demo worker still runs)")
+    p.add_argument("--activity-every", type=float, default=10.0, metavar="SECONDS",
+                   help="how often to log what the worker did (default 10)")
     p.add_argument("--redis-only", action="store_true",
                    help="just the server: no worker, no producer, no add-ons (the same as `asynqpy redis`)")
     for addon in addons:

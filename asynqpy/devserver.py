@@ -26,7 +26,6 @@ from asynqpy.server import Server
 log = logging.getLogger("asynqpy")
 
 DEFAULT_PORT = 6379
-SUMMARY_EVERY = 10.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -68,7 +67,7 @@ def run_dev(args: argparse.Namespace, stop: threading.Event | None = None) -> in
                              "and scheduled cleanups")
             lines += _start_addons(args, redis.url, state.path, cleanup)
         print("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
-        _wait(stop, activity)
+        _wait(stop, activity, getattr(args, "activity_every", 10.0))
     log.info("stopped")
     return 0
 
@@ -154,11 +153,11 @@ def _stop_on_signals(stop: threading.Event) -> Any:
             signal.signal(s, handler)
 
 
-def _wait(stop: threading.Event, activity: Activity | None) -> None:
+def _wait(stop: threading.Event, activity: Activity | None, every: float) -> None:
     last = time.monotonic()
-    while not stop.wait(0.5):
+    while not stop.wait(min(0.5, every)):
         now = time.monotonic()
-        if activity is not None and now - last >= SUMMARY_EVERY:
+        if activity is not None and now - last >= every:
             log.info("%s", Activity.line(activity.take(), now - last))
             last = now
 
