@@ -16,9 +16,10 @@ ASYNQPY = [sys.executable, "-m", "asynqpy.cli"]
 
 def env(**extra: str) -> dict[str, str]:
     """The environment of a command under test: no Redis URL variables (commands find servers themselves),
-    the repository importable, plus extra."""
+    the repository importable (after PYTHONPATH_EXTRA when given), plus the other extra variables."""
     out = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "ASYNQPY_REDIS_URL", "ASYNQPY_DEBUG")}
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), out.get("PYTHONPATH", "")) if p)
+    first = extra.pop("PYTHONPATH_EXTRA", "")  # e.g. a directory with a test plugin's metadata
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (first, str(ROOT), out.get("PYTHONPATH", "")) if p)
     out.update(extra)
     return out
 
