@@ -112,21 +112,23 @@ def _known_queue(insp: Inspector, queue: str) -> None:
 
 
 def queue_pause(insp: Inspector, args: argparse.Namespace) -> Out:
-    _known_queue(insp, args.queue)
-    try:
-        insp.pause(args.queue)
-    except QueueAlreadyPausedError:
-        return Out({"queue": args.queue, "paused": True, "changed": False}, f"queue {args.queue!r} is already paused")
-    return Out({"queue": args.queue, "paused": True, "changed": True}, f"queue {args.queue!r} paused")
+    return _set_paused(insp, args.queue, True)
 
 
 def queue_unpause(insp: Inspector, args: argparse.Namespace) -> Out:
-    _known_queue(insp, args.queue)
+    return _set_paused(insp, args.queue, False)
+
+
+def _set_paused(insp: Inspector, queue: str, paused: bool) -> Out:
+    """Pause or resume a known queue; one already in that state is reported as such, not as an error (scripts
+    want this idempotent)."""
+    _known_queue(insp, queue)
     try:
-        insp.unpause(args.queue)
-    except QueueNotPausedError:
-        return Out({"queue": args.queue, "paused": False, "changed": False}, f"queue {args.queue!r} is not paused")
-    return Out({"queue": args.queue, "paused": False, "changed": True}, f"queue {args.queue!r} resumed")
+        (insp.pause if paused else insp.unpause)(queue)
+        changed, text = True, f"queue {queue!r} {'paused' if paused else 'resumed'}"
+    except (QueueAlreadyPausedError, QueueNotPausedError):
+        changed, text = False, f"queue {queue!r} is {'already paused' if paused else 'not paused'}"
+    return Out({"queue": queue, "paused": paused, "changed": changed}, text)
 
 
 def queue_rm(insp: Inspector, args: argparse.Namespace) -> Out:
