@@ -89,6 +89,8 @@ def _redis(args: argparse.Namespace, state: StateDir, cleanup: contextlib.ExitSt
     notes = [f"  Note:      stopped valkey-server {orphan}, left running on {state.data_dir} by an earlier run"] \
         if orphan else []
     port = args.port
+    if port and not port_is_free(port):
+        raise UsageError(f"port {port} is in use (another Redis?): choose another with --port, or --port 0 for any")
     if port is None:
         port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
         if port != DEFAULT_PORT:

