@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 
@@ -20,6 +21,8 @@ class Activity:
     async def middleware(self, task: ReceivedTask, call_next: AsyncHandler) -> object:
         try:
             result = await call_next(task)
+        except asyncio.CancelledError:  # stopped at shutdown: requeued, not an outcome
+            raise
         except (SkipRetry, RevokeTask):
             self._add("archived")
             raise

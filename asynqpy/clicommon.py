@@ -20,8 +20,12 @@ DEBUG_ENV = "ASYNQPY_DEBUG"
 def add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """--redis-url, --json and --debug. On the top-level parser they have defaults; on a subcommand they are
     SUPPRESSed unless given, so `asynqpy --json stats` and `asynqpy stats --json` both work."""
-    have = parser._option_string_actions  # an option a command defines itself is left alone
+    have = parser._option_string_actions  # an option a command defines itself is kept, with its help
     kw: dict[str, object] = {} if top else {"default": argparse.SUPPRESS}
+    if not top:
+        for opt in ("--redis-url", "--json", "--debug"):
+            if opt in have and have[opt].default in (None, False):
+                have[opt].default = argparse.SUPPRESS  # so `asynqpy --json CMD` is not undone by CMD's default
     if "--redis-url" not in have:
         parser.add_argument("--redis-url", metavar="URL", **kw,  # type: ignore[arg-type]
                             help="the Redis to use (default: $ASYNQPY_REDIS_URL, $REDIS_URL, the server of "

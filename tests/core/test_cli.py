@@ -155,3 +155,17 @@ def test_server_ls_shows_a_worker_as_soon_as_it_says_started(redis_url: str, tmp
         assert res.returncode == 0 and f":{w.p.pid} " in res.stdout and "active" in res.stdout, res
         code, out = w.stop(signal.SIGTERM)
     assert code == 0 and "asynqpy: asynqpy:" not in out, out
+
+
+def test_a_registered_command_with_its_own_redis_url_option_takes_the_global_one_too() -> None:
+    from asynqpy.clicommon import add_common_everywhere
+
+    parser = argparse.ArgumentParser(prog="asynqpy")
+    sub = parser.add_subparsers(dest="command")
+    web = sub.add_parser("web")
+    web.add_argument("--redis-url", help="the dashboard's Redis")  # default None, as a plugin might write it
+    add_common_everywhere(parser)
+    assert parser.parse_args(["--redis-url", "redis://a/0", "web"]).redis_url == "redis://a/0"
+    assert parser.parse_args(["web", "--redis-url", "redis://b/0"]).redis_url == "redis://b/0"
+    assert parser.parse_args(["web"]).redis_url is None
+    assert parser.parse_args(["--json", "web"]).json is True
