@@ -113,8 +113,8 @@ class Server:
             lp.start()
         processor.start()
         rt.status = "active"
-        heartbeat.wake()
-        log.info("asynqpy: server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
+        await heartbeat.write_state()  # `asynqpy server ls` lists the server from the moment it says "started"
+        log.info("server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
                  self.config.concurrency, dict(self.config.queues))
         self._started.set()
         try:
@@ -153,11 +153,11 @@ class Server:
         assert stop is not None
 
         def on_term(signame: str) -> None:
-            log.info("asynqpy: %s received: shutting down gracefully", signame)
+            log.info("%s received: shutting down gracefully", signame)
             stop.set()
 
         def on_tstp() -> None:
-            log.info("asynqpy: SIGTSTP received: no new tasks will be fetched")
+            log.info("SIGTSTP received: no new tasks will be fetched")
             processor.pause_fetching()
             if self.runtime is not None:
                 self.runtime.status = "stopped"
@@ -168,7 +168,7 @@ class Server:
 
     async def _shutdown(self, rt: Runtime, loops: list[Loop], processor: Processor, heartbeat: Heartbeat) -> None:
         rt.status = "stopped"
-        log.info("asynqpy: stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
+        log.info("stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
                  processor.running)
         await processor.stop()
         for lp in reversed(loops):  # the acker and syncer stop last, each after a final flush
@@ -177,6 +177,6 @@ class Server:
         try:
             await heartbeat.clear()
         except Exception as exc:  # Redis away at shutdown: the keys expire by TTL
-            log.warning("asynqpy: could not clear server state: %s", exc)
+            log.warning("could not clear server state: %s", exc)
         await rt.close()
-        log.info("asynqpy: server %s stopped", rt.server_id)
+        log.info("server %s stopped", rt.server_id)

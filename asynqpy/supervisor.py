@@ -29,7 +29,7 @@ class WorkerSpec:
 
 def serve_one(spec: WorkerSpec) -> None:
     """Entry of one worker process (also used in-process when processes == 1)."""
-    from asynqpy.cli import load_mux
+    from asynqpy.loader import load_mux
     from asynqpy.server import Server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -43,7 +43,7 @@ def _exit_past_stuck_handlers() -> None:
     shutdown, so the process exits now instead of waiting for the thread (as Go's server does)."""
     stuck = [t for t in threading.enumerate() if t.name.startswith("asynqpy-handler") and t.is_alive()]
     if stuck:
-        log.warning("asynqpy: %d handler thread(s) still running after shutdown; exiting without them", len(stuck))
+        log.warning("%d handler thread(s) still running after shutdown; exiting without them", len(stuck))
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -74,12 +74,12 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     children.extend(spawn() for _ in range(processes))
-    log.info("asynqpy: supervising %d worker processes: %s", processes, [p.pid for p in children])
+    log.info("supervising %d worker processes: %s", processes, [p.pid for p in children])
     while not stopping:
         time.sleep(0.2)
         for i, p in enumerate(children):
             if not p.is_alive() and not stopping:
-                log.warning("asynqpy: worker process %s exited with %s; starting another", p.pid, p.exitcode)
+                log.warning("worker process %s exited with %s; starting another", p.pid, p.exitcode)
                 time.sleep(1)
                 children[i] = spawn()
     for p in children:

@@ -1,6 +1,6 @@
 """Every Redis key asynqpy reads or writes, one function each; no key string is built anywhere else.
 
-asynq's keys (asynq:...) follow shared/asynq-spec.md section 1 exactly. Keys of our own live under
+asynq's keys (asynq:...) follow docs/asynq-spec.md section 1 exactly. Keys of our own live under
 asynqpy: so that Go asynq never trips over them; per-queue ones carry the same {queue} hash tag.
 """
 

@@ -8,7 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// The JSON shapes below use the field names of /work/shared/vectors/README.md, so Go's view and
+// The JSON shapes below use the field names of tests/inspector/vectors/data/README.md, so Go's view and
 // asynqpy's Inspector can be compared key by key. Zero times are null; durations are seconds.
 
 // timeOrNil turns Go's zero time into JSON null.
