@@ -62,16 +62,16 @@ def _delete_error(q: str, tid: str, code: int) -> AsynqError:
 
 
 def _run_call(q: str, ids: Sequence[str], now: float) -> Call:
-    return Call(script("run_tasks"), [keys.pending(q)], [keys.queue_prefix(q), int(now * 1e9), *ids])
+    return Call(script("run_tasks"), [keys.pending(q), keys.exact_due(q)], [keys.queue_prefix(q), int(now * 1e9), *ids])
 
 
 def _archive_call(q: str, ids: Sequence[str], now: float) -> Call:
-    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q)],
+    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
                 [keys.queue_prefix(q), int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, *ids])
 
 
 def _delete_call(q: str, ids: Sequence[str], now: float) -> Call:
-    return Call(script("delete_tasks"), [keys.pending(q)], [keys.queue_prefix(q), *ids])
+    return Call(script("delete_tasks"), [keys.pending(q), keys.exact_due(q)], [keys.queue_prefix(q), *ids])
 
 
 ACTIONS: dict[str, tuple[Callable[[str, Sequence[str], float], Call], Callable[[str, str, int], AsynqError]]] = {
@@ -149,11 +149,12 @@ def _drain(ctx: Ctx, action: str, q: str, st: TaskState, group: str | None, chun
 def _chunk_call(action: str, q: str, key: str, kind: str, group: str, n: int, now: float) -> Call:
     prefix = keys.task_prefix(q)
     if action == "run":
-        return Call(script("run_all"), [key, keys.pending(q), keys.groups(q)], [prefix, n, int(now * 1e9), group])
+        return Call(script("run_all"), [key, keys.pending(q), keys.groups(q), keys.exact_due(q)],
+                    [prefix, n, int(now * 1e9), group])
     if action == "archive":
-        return Call(script("archive_all"), [key, keys.archived(q), keys.groups(q)],
+        return Call(script("archive_all"), [key, keys.archived(q), keys.groups(q), keys.exact_due(q)],
                     [prefix, n, kind, int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, group])
-    return Call(script("delete_all"), [key, keys.groups(q)], [prefix, n, kind, group])
+    return Call(script("delete_all"), [key, keys.groups(q), keys.exact_due(q)], [prefix, n, kind, group])
 
 
 def pause(ctx: Ctx, q: str) -> None:
@@ -189,7 +190,7 @@ def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
     check_queue_name(q)
     ctx.require_queue(q)
     names = ("pending", "active", "scheduled", "retry", "archived", "lease", "completed")
-    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q)],
+    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q), keys.exact_due(q)],
                 ["1" if force else "0", keys.task_prefix(q), keys.group_prefix(q), chunk])
     for _ in range(MAX_QUEUE_DELETE_ROUNDS):
         code = int(ctx.run(call))
