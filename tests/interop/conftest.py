@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .goasynq import GoPeer, GoPeerUnavailable, build
+from .goasynq import LATEST, GoPeer, GoPeerUnavailable, build, matrix_versions
 
 _HERE = Path(__file__).parent
 
@@ -22,15 +22,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.interop)
 
 
-@pytest.fixture(scope="session")
-def go_binary() -> Path:
-    """The goapp binary, built once per source hash; skips the test when it cannot be built."""
+def _built(version: str) -> Path:
     try:
-        return build()
+        return build(version=version)
     except GoPeerUnavailable as exc:
         if os.environ.get("ASYNQPY_REQUIRE_GO"):  # CI with Go: a broken peer must fail, not skip
-            pytest.fail(f"Go interop peer unavailable: {exc}")
-        pytest.skip(f"Go interop peer unavailable: {exc}")
+            pytest.fail(f"Go interop peer (asynq {version}) unavailable: {exc}")
+        pytest.skip(f"Go interop peer (asynq {version}) unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def go_binary() -> Path:
+    """The goapp binary on the latest asynq release, built once per source hash; skips when it cannot be built."""
+    return _built(LATEST)
+
+
+@pytest.fixture(scope="session", params=matrix_versions())
+def go_release(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    """(asynq release, goapp binary built against it), for each release of the version matrix."""
+    return request.param, _built(request.param)
+
+
+@pytest.fixture
+def go_any(go_release: tuple[str, Path], redis_url: str) -> GoPeer:
+    """A Go peer on each asynq release of the matrix in turn, bound to the test's clean database."""
+    return GoPeer(go_release[1], redis_url)
 
 
 @pytest.fixture

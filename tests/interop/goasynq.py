@@ -1,4 +1,4 @@
-"""Builds the Go interop peer (tests/interop/goapp, real hibiken/asynq) once and runs its subcommands."""
+"""Builds the Go interop peer (tests/interop/goapp, real hibiken/asynq) once per asynq release and runs it."""
 
 from __future__ import annotations
 
@@ -29,38 +29,86 @@ class GoPeerError(RuntimeError):
     """A goapp subcommand exited with an error; the message carries its stderr."""
 
 
-def source_hash(src: Path = GOAPP_DIR) -> str:
-    """A hash of go.mod, go.sum and every .go file: the cache key of the built binary."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in src.iterdir() if p.suffix == ".go" or p.name in ("go.mod", "go.sum")):
+# Every asynq release the tests build the peer against, oldest first; the last one is tests/interop/goapp/go.mod's.
+VERSIONS = ("v0.23.0", "v0.24.1", "v0.25.1", "v0.26.0")
+LATEST = VERSIONS[-1]
+# Build tags for what a release has that older ones lack (see goapp/compat_*.go).
+TAGS = {"v0.23.0": "", "v0.24.1": "", "v0.25.1": "asynq_v025", "v0.26.0": "asynq_v025,asynq_v026"}
+# Where built binaries are kept between runs (one folder per release and source hash).
+CACHE_ENV = "ASYNQPY_GO_CACHE"
+# A comma-separated subset of VERSIONS for the version matrix (CI's second pass runs only the latest).
+VERSIONS_ENV = "ASYNQPY_GO_VERSIONS"
+
+
+def matrix_versions() -> tuple[str, ...]:
+    """The releases the version-matrix tests run against: VERSIONS, or the subset named in ASYNQPY_GO_VERSIONS."""
+    raw = os.environ.get(VERSIONS_ENV, "").strip()
+    if not raw:
+        return VERSIONS
+    chosen = tuple(v.strip() for v in raw.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in VERSIONS]
+    if unknown:
+        raise ValueError(f"{VERSIONS_ENV} names {unknown}; known releases: {', '.join(VERSIONS)}")
+    return chosen
+
+
+def module_files(version: str = LATEST, src: Path = GOAPP_DIR) -> tuple[Path, Path]:
+    """The go.mod and go.sum that pin this asynq release (and the dependencies that release asks for)."""
+    if version not in VERSIONS:
+        raise ValueError(f"unknown asynq release {version!r}; known: {', '.join(VERSIONS)}")
+    folder = src if version == LATEST else src / "versions" / version
+    return folder / "go.mod", folder / "go.sum"
+
+
+def source_hash(src: Path = GOAPP_DIR, version: str = LATEST) -> str:
+    """A hash of the release's go.mod and go.sum, its build tags and every .go file: the binary's cache key."""
+    h = hashlib.sha256(f"{version}\0{TAGS[version]}\0".encode())
+    files = [*module_files(version, src), *sorted(p for p in src.iterdir() if p.suffix == ".go")]
+    for path in files:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
-def build(src: Path = GOAPP_DIR, timeout: float = 600) -> Path:
-    """The path of the goapp binary, building it into a temp dir keyed by the source hash if needed.
+def cache_dir() -> Path:
+    """ASYNQPY_GO_CACHE, else ~/.cache/asynqpy-go (kept between runs; each binary is keyed by its sources)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "asynqpy-go"
 
-    Raises GoPeerUnavailable when `go` is not on PATH or the build fails.
+
+def build(src: Path = GOAPP_DIR, timeout: float = 600, version: str = LATEST) -> Path:
+    """The path of the goapp binary built against asynq `version`, building it if this source was not built yet.
+
+    The sources are copied beside that release's go.mod/go.sum into the cache folder and built there with its
+    build tags; Go's module and build caches are reused. Raises GoPeerUnavailable when `go` is not on PATH or
+    the build fails.
     """
     go = shutil.which("go")
     if go is None:
         raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
-    out_dir = Path(tempfile.gettempdir()) / f"asynqpy-goapp-{source_hash(src)}"
+    out_dir = cache_dir() / f"goapp-{version}-{source_hash(src, version)}"
     binary = out_dir / "goapp"
     if binary.exists():
         return binary
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Built under a private name and renamed, so parallel sessions never run half a file.
-    partial = out_dir / f"goapp.{os.getpid()}.tmp"
+    # Built in a private folder and renamed into place, so parallel sessions never run half a file.
+    work = Path(tempfile.mkdtemp(prefix="goapp-build-", dir=out_dir))
     try:
-        proc = subprocess.run([go, "build", "-o", str(partial), "."], check=False, cwd=src,
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise GoPeerUnavailable(f"`go build` of {src} took longer than {timeout}s") from exc
-    if proc.returncode != 0:
-        raise GoPeerUnavailable(
-            f"`go build` of {src} failed (no module cache or proxy?):\n{proc.stderr[-2000:]}")
-    partial.replace(binary)
+        for path in src.iterdir():
+            if path.suffix == ".go":
+                shutil.copy(path, work / path.name)
+        for path in module_files(version, src):
+            shutil.copy(path, work / path.name)
+        argv = [go, "build", "-mod=readonly", "-tags", TAGS[version], "-o", "goapp", "."]
+        try:
+            proc = subprocess.run(argv, check=False, cwd=work, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise GoPeerUnavailable(f"`go build` of goapp for asynq {version} took longer than {timeout}s") from exc
+        if proc.returncode != 0:
+            raise GoPeerUnavailable(f"`go build` of goapp for asynq {version} failed (no module cache or proxy?):"
+                                    f"\n{proc.stderr[-2000:]}")
+        (work / "goapp").replace(binary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return binary
 
 
@@ -155,6 +203,11 @@ class GoPeer:
         (GetTaskInfo for each (queue, id) given, or {queue, id, error})."""
         args = [f"--task={q}={tid}" for q, tid in tasks]
         return json.loads(self._run("inspect", *args))
+
+    def version(self) -> dict[str, Any]:
+        """The asynq release the peer was built against and its features: {asynq, go, headers, ...}."""
+        out: dict[str, Any] = json.loads(self._run("version"))
+        return out
 
     def task_info(self, queue: str, task_id: str) -> dict[str, Any]:
         """Go's GetTaskInfo of one task; raises GoPeerError with Go's error text if it fails."""
