@@ -189,7 +189,7 @@ class GoPeer:
 
         Handlers by type prefix: ok: (result "ok:<id>"), fail: ("boom <id>"), skip: (SkipRetry),
         sleep: (payload ms). Returns one dict per call: id, type, payload_b64, headers, queue,
-        retry_count, max_retry, deadline_unix (the handler context's deadline).
+        retry_count, max_retry, deadline_unix (the handler context's deadline), started_unix.
         """
         qs = ",".join(f"{q}={p}" for q, p in (queues or {"default": 1}).items())
         args = ["--queues", qs, "--expect", str(expect), "--duration", f"{duration}s",

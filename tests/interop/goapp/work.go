@@ -81,6 +81,7 @@ func callJSON(ctx context.Context, t *asynq.Task) map[string]any {
 		"id": id, "type": t.Type(), "payload_b64": b64(t.Payload()), "headers": taskHeaders(t),
 		"queue": queue, "retry_count": retried, "max_retry": maxRetry,
 		"deadline_unix": float64(deadline.UnixNano()) / 1e9,
+		"started_unix":  float64(time.Now().UnixNano()) / 1e9,
 	}
 }
 
