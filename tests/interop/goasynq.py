@@ -215,3 +215,34 @@ class GoPeer:
         if "error" in info:
             raise GoPeerError(info["error"])
         return info
+
+
+ASYNQMON_VERSION = "v0.7.2"
+
+
+def build_asynqmon(version: str = ASYNQMON_VERSION, timeout: float = 900) -> Path:
+    """The asynqmon binary of this release (`go install github.com/hibiken/asynqmon/cmd/asynqmon@<version>`,
+    UI included), installed once into the cache folder. Raises GoPeerUnavailable when it cannot be built."""
+    go = shutil.which("go")
+    if go is None:
+        raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
+    out_dir = cache_dir() / f"asynqmon-{version}"
+    binary = out_dir / "asynqmon"
+    if binary.exists():
+        return binary
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="asynqmon-build-", dir=out_dir))
+    try:
+        env = {**os.environ, "GOBIN": str(work), "GOFLAGS": "-buildvcs=false"}
+        argv = [go, "install", f"github.com/hibiken/asynqmon/cmd/asynqmon@{version}"]
+        try:
+            proc = subprocess.run(argv, check=False, cwd=work, env=env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise GoPeerUnavailable(f"`go install` of asynqmon {version} took longer than {timeout}s") from exc
+        if proc.returncode != 0:
+            raise GoPeerUnavailable(f"`go install` of asynqmon {version} failed:\n{proc.stderr[-2000:]}")
+        (work / "asynqmon").replace(binary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return binary
