@@ -109,8 +109,9 @@ def list_tasks(ctx: Ctx, q: str, state: TaskState | str, *, page: int, size: int
     start, stop = check_page(page, size)
     key, kind = state_source(q, st, group)
     lo, hi = list_window(start, stop) if kind == "list" else (start, stop)
-    call = Call(script("list_tasks"), [key, keys.lease(q)],
-                [kind, lo, hi, keys.task_prefix(q), "1" if st is TaskState.ACTIVE else "0"])
+    score = {TaskState.ACTIVE: "1", TaskState.SCHEDULED: "2", TaskState.RETRY: "2"}.get(st, "0")
+    call = Call(script("list_tasks"), [key, keys.lease(q), keys.exact_due(q)],
+                [kind, lo, hi, keys.task_prefix(q), score])
     known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), evalsha(p, call)))
     if not known:
         raise queue_missing(q)
@@ -140,7 +141,8 @@ def fetch_task(ctx: Ctx, q: str, task_id: str) -> tuple[bool, TaskRecord | None]
 
     Raises MalformedTaskError when the hash's state is not one of asynq's.
     """
-    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q)], [keys.queue_prefix(q), task_id])
+    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), task_id])
     known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), evalsha(p, call)))
     if not raw:
         return bool(known), None

@@ -12,9 +12,9 @@ import contextlib
 import os
 import threading
 import time
-from datetime import UTC, datetime
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import redis
 

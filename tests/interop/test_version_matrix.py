@@ -12,7 +12,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 import redis
 
 from asynqpy import Client, ServeMux, Task
