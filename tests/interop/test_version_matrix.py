@@ -65,7 +65,9 @@ def test_go_enqueues_and_we_work(go_any: GoPeer, redis_url: str, r: redis.Redis)
         wait_for(lambda: len(seen) == len(specs) and r.zcard(keys.archived("default")) == 1, timeout=20,
                  what="every Go task worked")
     assert seen["g1"][0] == b"one" and seen["g4"][0] == b"four"
-    go_due = go_time(out[3]["next_process_at"]).timestamp()
+    go_next = go_time(out[3]["next_process_at"])
+    assert go_next is not None
+    go_due = go_next.timestamp()
     assert go_due >= enqueued_at + 1.5
     # Go scores it truncated to the second (a Go worker may start it up to 1 s early): we never run it before that.
     assert seen["g4"][2] >= math.floor(go_due)
@@ -113,7 +115,8 @@ def test_go_inspector_reads_every_state_we_write(go_any: GoPeer, redis_url: str,
             assert "error" not in task, f"GetTaskInfo({tid}) failed on asynq {go_any.version()['asynq']}: {task}"
             assert task["state"] == state and task["queue"] == q
         sched = by_id["sched-1"]
-        assert go_time(sched["next_process_at"]).timestamp() == math.ceil(world.scheduled_at)
+        go_next = go_time(sched["next_process_at"])  # Go reads the whole-second score: rounded up, never early
+        assert go_next is not None and go_next.timestamp() == math.ceil(world.scheduled_at)
         assert by_id["done-1"]["result"] == "done:done-1" and by_id["done-1"]["retention_s"] == 3600
         assert by_id["dead-1"]["last_err"] == "RuntimeError: boom dead-1"
         assert by_id["retry-1"]["retried"] == 1 and by_id["retry-1"]["last_err"] == "RuntimeError: boom retry-1"
