@@ -6,12 +6,11 @@ the peer does not build (set ASYNQPY_REQUIRE_GO=1 to make that a failure instead
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from .goasynq import LATEST, GoPeer, GoPeerUnavailable, build, matrix_versions
+from .goasynq import LATEST, GoPeer, build, built_or_skip, matrix_versions
 
 _HERE = Path(__file__).parent
 
@@ -23,12 +22,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _built(version: str) -> Path:
-    try:
-        return build(version=version)
-    except GoPeerUnavailable as exc:
-        if os.environ.get("ASYNQPY_REQUIRE_GO"):  # CI with Go: a broken peer must fail, not skip
-            pytest.fail(f"Go interop peer (asynq {version}) unavailable: {exc}")
-        pytest.skip(f"Go interop peer (asynq {version}) unavailable: {exc}")
+    return built_or_skip(lambda: build(version=version), f"Go interop peer (asynq {version})")
 
 
 @pytest.fixture(scope="session")

@@ -75,6 +75,34 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "asynqpy-go"
 
 
+def _cached(binary: Path, what: str, command: Callable[[str, Path], list[str]],
+            prepare: Callable[[Path], None] = lambda work: None, timeout: float = 600) -> Path:
+    """binary, made if missing by running command(go, work) in a fresh folder beside it (after prepare(work))
+    that leaves the program at work/<binary's name>; it is renamed into place, so that parallel sessions never
+    run half a file. Raises GoPeerUnavailable (saying what) when `go` is missing or the command fails."""
+    go = shutil.which("go")
+    if go is None:
+        raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
+    if binary.exists():
+        return binary
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=binary.parent))
+    try:
+        prepare(work)
+        env = {**os.environ, "GOBIN": str(work), "GOFLAGS": "-buildvcs=false"}
+        try:
+            proc = subprocess.run(command(go, work), check=False, cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise GoPeerUnavailable(f"building {what} took longer than {timeout}s") from exc
+        if proc.returncode != 0:
+            raise GoPeerUnavailable(f"building {what} failed (no module cache or proxy?):\n{proc.stderr[-2000:]}")
+        (work / binary.name).replace(binary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return binary
+
+
 def build(src: Path = GOAPP_DIR, timeout: float = 600, version: str = LATEST) -> Path:
     """The path of the goapp binary built against asynq `version`, building it if this source was not built yet.
 
@@ -82,34 +110,14 @@ def build(src: Path = GOAPP_DIR, timeout: float = 600, version: str = LATEST) ->
     build tags; Go's module and build caches are reused. Raises GoPeerUnavailable when `go` is not on PATH or
     the build fails.
     """
-    go = shutil.which("go")
-    if go is None:
-        raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
-    out_dir = cache_dir() / f"goapp-{version}-{source_hash(src, version)}"
-    binary = out_dir / "goapp"
-    if binary.exists():
-        return binary
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Built in a private folder and renamed into place, so parallel sessions never run half a file.
-    work = Path(tempfile.mkdtemp(prefix="goapp-build-", dir=out_dir))
-    try:
-        for path in src.iterdir():
-            if path.suffix == ".go":
-                shutil.copy(path, work / path.name)
-        for path in module_files(version, src):
+    def prepare(work: Path) -> None:
+        for path in [*(p for p in src.iterdir() if p.suffix == ".go"), *module_files(version, src)]:
             shutil.copy(path, work / path.name)
-        argv = [go, "build", "-mod=readonly", "-tags", TAGS[version], "-o", "goapp", "."]
-        try:
-            proc = subprocess.run(argv, check=False, cwd=work, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise GoPeerUnavailable(f"`go build` of goapp for asynq {version} took longer than {timeout}s") from exc
-        if proc.returncode != 0:
-            raise GoPeerUnavailable(f"`go build` of goapp for asynq {version} failed (no module cache or proxy?):"
-                                    f"\n{proc.stderr[-2000:]}")
-        (work / "goapp").replace(binary)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return binary
+
+    binary = cache_dir() / f"goapp-{version}-{source_hash(src, version)}" / "goapp"
+    return _cached(binary, f"goapp for asynq {version}",
+                   lambda go, work: [go, "build", "-mod=readonly", "-tags", TAGS[version], "-o", "goapp", "."],
+                   prepare, timeout)
 
 
 def redis_args(redis_url: str) -> list[str]:
@@ -223,26 +231,19 @@ ASYNQMON_VERSION = "v0.7.2"
 def build_asynqmon(version: str = ASYNQMON_VERSION, timeout: float = 900) -> Path:
     """The asynqmon binary of this release (`go install github.com/hibiken/asynqmon/cmd/asynqmon@<version>`,
     UI included), installed once into the cache folder. Raises GoPeerUnavailable when it cannot be built."""
-    go = shutil.which("go")
-    if go is None:
-        raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
-    out_dir = cache_dir() / f"asynqmon-{version}"
-    binary = out_dir / "asynqmon"
-    if binary.exists():
-        return binary
-    out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="asynqmon-build-", dir=out_dir))
+    return _cached(cache_dir() / f"asynqmon-{version}" / "asynqmon", f"asynqmon {version}",
+                   lambda go, work: [go, "install", f"github.com/hibiken/asynqmon/cmd/asynqmon@{version}"],
+                   timeout=timeout)
+
+
+def built_or_skip(make: Callable[[], Path], what: str) -> Path:
+    """make()'s binary; when it cannot be built the test skips, saying why, or fails when ASYNQPY_REQUIRE_GO
+    is set (CI, where Go is on the machine and a broken build must not pass unseen)."""
+    import pytest  # only the tests' fixtures call this
+
     try:
-        env = {**os.environ, "GOBIN": str(work), "GOFLAGS": "-buildvcs=false"}
-        argv = [go, "install", f"github.com/hibiken/asynqmon/cmd/asynqmon@{version}"]
-        try:
-            proc = subprocess.run(argv, check=False, cwd=work, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise GoPeerUnavailable(f"`go install` of asynqmon {version} took longer than {timeout}s") from exc
-        if proc.returncode != 0:
-            raise GoPeerUnavailable(f"`go install` of asynqmon {version} failed:\n{proc.stderr[-2000:]}")
-        (work / "asynqmon").replace(binary)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return binary
+        return make()
+    except GoPeerUnavailable as exc:
+        if os.environ.get("ASYNQPY_REQUIRE_GO"):
+            pytest.fail(f"{what} unavailable: {exc}")
+        pytest.skip(f"{what} unavailable: {exc}")

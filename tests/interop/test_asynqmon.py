@@ -24,19 +24,14 @@ from asynqpy.embedded import free_port
 from asynqpy.rdb import keys
 
 from .every_state import every_state
-from .goasynq import ASYNQMON_VERSION, GoPeerUnavailable, build_asynqmon
+from .goasynq import ASYNQMON_VERSION, build_asynqmon, built_or_skip
 
 TASK_STATES = ("pending", "active", "scheduled", "retry", "archived", "completed")
 
 
 @pytest.fixture(scope="session")
 def asynqmon_binary() -> Path:
-    try:
-        return build_asynqmon()
-    except GoPeerUnavailable as exc:
-        if os.environ.get("ASYNQPY_REQUIRE_GO"):
-            pytest.fail(f"asynqmon {ASYNQMON_VERSION} unavailable: {exc}")
-        pytest.skip(f"asynqmon {ASYNQMON_VERSION} unavailable: {exc}")
+    return built_or_skip(build_asynqmon, f"asynqmon {ASYNQMON_VERSION}")
 
 
 class Monitor:
