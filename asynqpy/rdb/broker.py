@@ -21,6 +21,8 @@ ARCHIVE_MAX_AGE = 90 * 24 * 3600
 ARCHIVE_MAX_SIZE = 10000
 # The lease a task handed to an idle worker starts with (asynq's lease); the worker's heartbeat then keeps it.
 HANDOFF_LEASE = 30.0
+# An exact due time of ours this long past is dropped by the next schedule or retry (see lua/_due.lua).
+STALE_EXACT = 60.0
 
 
 def due(t: float) -> str:
@@ -88,13 +90,15 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
     channel = keys.WAKE_CHANNEL if wake else ""
     parse = _enqueue_reply(q, tid)
     if opts.process_at > now:
+        stale = not_after(now - STALE_EXACT)
         if opts.unique_ttl:
             ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
             return Call(script("schedule_unique"),
                         [msg.unique_key, keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
-                        [tid, ttl, due(opts.process_at), data, channel, q, exact(opts.process_at)], parse)
+                        [tid, ttl, due(opts.process_at), data, channel, q, exact(opts.process_at), stale],
+                        parse)
         return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
-                    [data, due(opts.process_at), tid, channel, q, exact(opts.process_at)], parse)
+                    [data, due(opts.process_at), tid, channel, q, exact(opts.process_at), stale], parse)
     if opts.group:
         k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
         a: list[Any] = [data, tid, at(now), opts.group]
@@ -168,7 +172,8 @@ def retry(q: str, task_id: str, data: bytes, *, retry_at: float, now: float, is_
                 [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now),
                  keys.exact_due(q)],
                 [task_id, data, due(retry_at), int(now) + STATS_TTL, "1" if is_failure else "0",
-                 "" if lease_cutoff is None else not_after(lease_cutoff), exact(retry_at)], _held)
+                 "" if lease_cutoff is None else not_after(lease_cutoff), exact(retry_at),
+                 not_after(now - STALE_EXACT)], _held)
 
 
 def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: float | None = None,

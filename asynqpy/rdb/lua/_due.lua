@@ -4,13 +4,12 @@
 -- Go never looks, so our forwarder can start the task on time. An exact time counts only while it lies in
 -- the second its asynq score names (score - 1 < exact <= score): a task that Go moved and scored again
 -- meanwhile is due at its score.
-local function put_due(zset, exact_key, id, score, exact)
+-- put_due also drops the exact times that passed before stale_before: their tasks were moved by Go (a Go
+-- forwarder, or Go's Inspector) where no server of ours forwards, or are due by their score anyway.
+local function put_due(zset, exact_key, id, score, exact, stale_before)
   redis.call("ZADD", zset, score, id)
-  if exact ~= "" then
-    redis.call("ZADD", exact_key, exact, id)
-  else
-    redis.call("ZREM", exact_key, id)
-  end
+  redis.call("ZADD", exact_key, exact, id)
+  redis.call("ZREMRANGEBYSCORE", exact_key, "-inf", "(" .. stale_before)
 end
 
 local function exact_fits(score, exact)
