@@ -35,7 +35,7 @@ def queue_info_call(q: str, now: float, *, memory: bool) -> Call:
     states = ("pending", "active", "scheduled", "retry", "archived", "completed")
     k = [keys.state_key(q, s) for s in states]
     k += [keys.paused(q), keys.groups(q), keys.processed_daily(q, now), keys.failed_daily(q, now),
-          keys.processed_total(q), keys.failed_total(q)]
+          keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
     return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0])
 
 

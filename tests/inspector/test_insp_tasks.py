@@ -130,6 +130,7 @@ def test_due_times_are_exact_though_scores_are_whole_seconds(insp: Inspector, cl
     assert r.zscore(keys.scheduled("q"), "s") == at.timestamp() + 0.75  # what asynq reads: the second after
     assert insp.get_task("q", "s").info.next_process_at == at  # what we show and run by
     assert insp.list_tasks("q", "scheduled").tasks[0].info.next_process_at == at
+    assert insp.queue_info("q").next_scheduled_at == at
     r.zadd(keys.scheduled("q"), {"s": at.timestamp() + 60.75})  # scored again by Go: the score rules
     later = datetime.fromtimestamp(at.timestamp() + 60.75, UTC)
     assert insp.get_task("q", "s").info.next_process_at == later
