@@ -29,7 +29,10 @@ class GoPeerError(RuntimeError):
     """A goapp subcommand exited with an error; the message carries its stderr."""
 
 
-# Every asynq release the tests build the peer against, oldest first; the last one is tests/interop/goapp/go.mod's.
+# Every asynq release the tests build the peer against, oldest first; the last one is tests/interop/goapp/go.mod's,
+# the others' go.mod and go.sum are in goapp/versions/<release>/. To add a release there: a go.mod of
+# "module asynqpy.test/goapp", "go 1.22" and "require github.com/hibiken/asynq <release>", then `go mod tidy`
+# beside a copy of the .go files; a feature it adds or drops goes behind a build tag (goapp/compat_*.go, TAGS).
 VERSIONS = ("v0.23.0", "v0.24.1", "v0.25.1", "v0.26.0")
 LATEST = VERSIONS[-1]
 # Build tags for what a release has that older ones lack (see goapp/compat_*.go).
