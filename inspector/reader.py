@@ -35,7 +35,7 @@ def queue_info_call(q: str, now: float, *, memory: bool) -> Call[QueueInfo]:
     states = ("pending", "active", "scheduled", "retry", "archived", "completed")
     k = [keys.state_key(q, s) for s in states]
     k += [keys.paused(q), keys.groups(q), keys.processed_daily(q, now), keys.failed_daily(q, now),
-          keys.processed_total(q), keys.failed_total(q)]
+          keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
     return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0],
                 lambda raw: parse_queue_info(q, raw, now))
 
@@ -119,8 +119,9 @@ def list_tasks(ctx: Ctx, q: str, state: TaskState | str, *, page: int, size: int
             rows.reverse()
         return TaskPage(q, st, group, page, size, int(raw[0]), tuple(rows))
 
-    call = Call(script("list_tasks"), [key, keys.lease(q)],
-                [kind, lo, hi, keys.task_prefix(q), "1" if st is TaskState.ACTIVE else "0"], parse)
+    score = {TaskState.ACTIVE: "1", TaskState.SCHEDULED: "2", TaskState.RETRY: "2"}.get(st, "0")
+    call = Call(script("list_tasks"), [key, keys.lease(q), keys.exact_due(q)],
+                [kind, lo, hi, keys.task_prefix(q), score], parse)
     known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
     if not known:
         raise queue_missing(q)
@@ -161,7 +162,8 @@ def fetch_task(ctx: Ctx, q: str, task_id: str) -> tuple[bool, TaskRecord | None]
                                      queue=q, task_id=task_id) from None
         return records.record(q, task_id, state, [msg, st, result, since, note], sc, now=now, full=True)
 
-    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q)], [keys.queue_prefix(q), task_id], parse)
+    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), task_id], parse)
     known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
     return bool(known), call.parse(raw)
 

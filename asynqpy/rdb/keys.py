@@ -120,6 +120,12 @@ def waiters(q: str) -> str:
     return f"asynqpy:{{{q}}}:waiters"
 
 
+def exact_due(q: str) -> str:
+    """Our own: the exact due times (Unix s, ms) of the scheduled and retry tasks we wrote (member = task id);
+    asynq's sets hold them rounded up to whole seconds."""
+    return f"asynqpy:{{{q}}}:due"
+
+
 def handoff_prefix(q: str) -> str:
     return f"asynqpy:{{{q}}}:handoff:"
 

@@ -46,7 +46,7 @@ func taskJSON(t *asynq.TaskInfo) map[string]any {
 		"is_orphaned":     t.IsOrphaned,
 		"retention_s":     t.Retention.Seconds(),
 		"completed_at":    timeOrNil(t.CompletedAt),
-		"headers":         t.Headers,
+		"headers":         infoHeaders(t),
 		"payload":         text(t.Payload),
 		"payload_b64":     b64(t.Payload),
 		"result":          text(t.Result),
