@@ -55,8 +55,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
-    if args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
     config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
                           strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
     spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config)
