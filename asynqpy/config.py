@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.options import check_queue
+from asynqpy.outcome import OutcomeHook
 
 
 def default_retry_delay(n: int, exc: BaseException, task: Any) -> float:
@@ -36,6 +37,8 @@ class ServerConfig:
     idle_poll_interval: 0.1 s between fetches when idle (producers of ours also wake workers at once).
     janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited).
+    outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
+    each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
     """
 
     concurrency: int = 10
@@ -57,6 +60,7 @@ class ServerConfig:
     group_grace_period: float = 60.0
     group_max_delay: float = 0.0
     group_max_size: int = 0
+    outcome_hooks: tuple[OutcomeHook, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
@@ -84,6 +88,10 @@ class ServerConfig:
         for name in ("retry_delay", "is_failure"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name} must be callable")
+        hooks = tuple(self.outcome_hooks) if isinstance(self.outcome_hooks, (tuple, list)) else None
+        if hooks is None or not all(callable(h) for h in hooks):
+            raise TypeError("outcome_hooks must be a tuple of callables taking a TaskOutcome")
+        object.__setattr__(self, "outcome_hooks", hooks)
         if self.group_aggregator is not None and self.group_grace_period < 1:
             raise ValueError("group_grace_period must be at least 1 second")
 

@@ -15,6 +15,7 @@ from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
 from asynqpy.handoff import HandoffListener
 from asynqpy.loop import REDIS_DOWN
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
+from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
 from asynqpy.rdb import broker
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import ActiveTask, Runtime
@@ -29,6 +30,8 @@ DEFAULT_DEADLINE = 1800.0  # asynq: a task with neither timeout nor deadline get
 ERR_DEADLINE = "context deadline exceeded"
 ERR_CANCELED = "context canceled"
 ERR_LEASE = "asynq: task lease expired"
+
+Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
 
 
 def error_text(exc: BaseException) -> str:
@@ -86,9 +89,10 @@ class Processor:
         except TimeoutError:
             pass
 
-    def start_task(self, q: str, tid: str, data: bytes) -> None:
-        """Run a task this server already holds (dequeued, or handed over by an enqueue script)."""
-        self._start(q, tid, data)
+    def start_task(self, q: str, tid: str, data: bytes, *, wait: float | None = 0.0) -> None:
+        """Run a task this server already holds (dequeued, or handed over by an enqueue script: those never
+        sat in the pending list, so their wait is 0)."""
+        self._start(q, tid, data, wait)
 
     def wake(self) -> None:
         self._wake.set()
@@ -119,8 +123,9 @@ class Processor:
             if not got:
                 await self._wait(self._wake, self.cfg.idle_poll_interval)
                 continue
-            for q, tid, data in got:
-                self._start(q, tid, data)
+            now = time.time()
+            for q, tid, data, since in got:
+                self._start(q, tid, data, max(0.0, now - since) if since else None)
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
@@ -130,13 +135,13 @@ class Processor:
         except TimeoutError:
             pass
 
-    async def _dequeue(self, free: int) -> list[tuple[str, str, bytes]]:
+    async def _dequeue(self, free: int) -> list[Dequeued]:
         expiry = time.time() + self.cfg.lease_duration
         if self.cfg.strict_priority or len(self.cfg.queues) == 1:
-            got: list[tuple[str, str, bytes]] = []
+            got: list[Dequeued] = []
             for q in self.cfg.queue_order():
-                pairs = await self.rt.runner.run(broker.dequeue(q, lease_expiry=expiry, count=free - len(got)))
-                got += [(q, tid, data) for tid, data in pairs]
+                rows = await self.rt.runner.run(broker.dequeue_timed(q, lease_expiry=expiry, count=free - len(got)))
+                got += [(q, tid, data, since) for tid, data, since in rows]
                 if len(got) >= free:
                     break
             return got
@@ -154,20 +159,20 @@ class Processor:
                 break
         return out
 
-    async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[tuple[str, str, bytes]]:
+    async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[Dequeued]:
         pairs = zip(order, shares, strict=True)
-        calls = [(q, broker.dequeue(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+        calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
         results = await self.rt.runner.run_many([c for _, c in calls])
-        out: list[tuple[str, str, bytes]] = []
+        out: list[Dequeued] = []
         for (q, _), res in zip(calls, results, strict=True):
             if isinstance(res, Exception):
                 raise res
-            out += [(q, tid, data) for tid, data in res]
+            out += [(q, tid, data, since) for tid, data, since in res]
         return out
 
     # running
 
-    def _start(self, q: str, tid: str, data: bytes) -> None:
+    def _start(self, q: str, tid: str, data: bytes, wait: float | None) -> None:
         now = time.time()
         try:
             msg = decode_task_message(data, queue=q, task_id=tid)
@@ -177,7 +182,8 @@ class Processor:
             return
         deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
-        at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE))
+        at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE),
+                        wait=wait)
         self.rt.active[tid] = at
         self.running += 1
         self._idle.clear()
@@ -208,9 +214,18 @@ class Processor:
         if self.running == 0:
             self._idle.set()
 
+    def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
+        hooks = self.cfg.outcome_hooks
+        if hooks:
+            ended = at.ended or time.time()
+            call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
+                                          max(0.0, ended - at.started), at.wait, error))
+
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg
+        at.ended = time.time()
         if outcome is None or isinstance(outcome, RevokeTask):
+            self._outcome(at, "success" if outcome is None else "revoked", "" if outcome is None else str(outcome))
             if msg.retention > 0 and outcome is None:
                 now = time.time()
                 msg.completed_at = int(now)
@@ -249,6 +264,8 @@ class Processor:
         msg.error_msg = err
         msg.last_failed_at = int(now)
         data = msg.SerializeToString()
+        canceled = isinstance(exc, _StopRequested) and exc.reason == "canceled"
+        self._outcome(at, "canceled" if canceled else "archived" if archive else "retry", err)
         if archive:
             call = broker.archive(q, msg.id, data, now=now)
         else:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -21,6 +21,7 @@ from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
+from asynqpy.outcome import OutcomeHook
 from asynqpy.processor import Processor
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
@@ -57,7 +58,7 @@ class Server:
                  group_max_delay: float = 0.0, group_max_size: int = 0, lease_duration: float = 30.0,
                  lease_grace: float = 30.0, heartbeat_interval: float = 5.0, recover_interval: float = 60.0,
                  forward_max_wait: float = 1.0, idle_poll_interval: float = 0.1, janitor_interval: float = 8.0,
-                 syncer_interval: float = 1.0) -> None:
+                 syncer_interval: float = 1.0, outcome_hooks: Sequence[OutcomeHook] = ()) -> None:
         self.config = ServerConfig(
             concurrency=concurrency, queues=dict(queues) if queues is not None else {"default": 1},
             strict_priority=strict_priority, retry_delay=retry_delay, is_failure=is_failure,
@@ -65,7 +66,8 @@ class Server:
             group_grace_period=group_grace_period, group_max_delay=group_max_delay, group_max_size=group_max_size,
             lease_duration=lease_duration, lease_grace=lease_grace, heartbeat_interval=heartbeat_interval,
             recover_interval=recover_interval, forward_max_wait=forward_max_wait,
-            idle_poll_interval=idle_poll_interval, janitor_interval=janitor_interval, syncer_interval=syncer_interval)
+            idle_poll_interval=idle_poll_interval, janitor_interval=janitor_interval, syncer_interval=syncer_interval,
+            outcome_hooks=tuple(outcome_hooks))
         self.redis_url = redis_url or default_redis_url()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
