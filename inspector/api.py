@@ -10,7 +10,7 @@ import redis
 
 from asynqpy.embedded import default_redis_url
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, reader
+from inspector import actions, cluster, explain, reader, snapshot
 from inspector.context import Ctx
 from inspector.models import (
     BatchResult,
@@ -27,6 +27,7 @@ from inspector.models import (
     TaskPage,
     TaskRecord,
 )
+from inspector.snapshot import QueueSnapshot
 
 
 class Inspector:
@@ -77,6 +78,14 @@ class Inspector:
         Raises QueueNotFoundError for a given queue that is not registered.
         """
         return reader.queue_infos(self._ctx, queues, memory=memory)
+
+    def queue_snapshot(self, max_age: float = 2.0) -> QueueSnapshot:
+        """Every queue's QueueInfo and the live servers, shared through Redis by every process that asks:
+        the stored snapshot when at most max_age seconds old, else a new one taken by one asker at a time.
+
+        Raises RedisUnavailableError when Redis cannot be reached, ValueError for a negative max_age.
+        """
+        return snapshot.queue_snapshot(self._ctx, max_age)
 
     def history(self, queue: str, days: int = 7) -> list[DailyStats]:
         """Processed and failed per UTC day, today first. Raises QueueNotFoundError."""
