@@ -94,7 +94,7 @@ def _get_or_take(ctx: Ctx, max_age: float) -> QueueSnapshot:
         deadline = time.monotonic() + WAIT_FOR_TAKER
         while time.monotonic() < deadline:
             time.sleep(POLL)
-            snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]  # type: ignore[arg-type]
+            snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
             if snap is not None and ctx.now() - snap.taken_at <= max(max_age, POLL * 2):
                 return snap
             if r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
