@@ -9,6 +9,7 @@ from typing import Self
 import redis
 
 from asynqpy.embedded import default_redis_url
+from asynqpy.errors import RedisUnavailableError
 from asynqpy.task import TaskState
 from inspector import actions, cluster, explain, reader, snapshot
 from inspector.context import Ctx
@@ -52,6 +53,15 @@ class Inspector:
 
     def close(self) -> None:
         self.redis.close()
+
+    def ping(self) -> float:
+        """One PING: the round-trip time in seconds. Raises RedisUnavailableError when Redis cannot be reached."""
+        t0 = time.perf_counter()
+        try:
+            self.redis.ping()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            raise RedisUnavailableError(f"cannot reach Redis: {exc}") from exc
+        return time.perf_counter() - t0
 
     def __enter__(self) -> Self:
         return self
