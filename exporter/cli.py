@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import signal
+import threading
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -68,16 +69,17 @@ def run(args: argparse.Namespace) -> int:
     token = args.metrics_token or os.environ.get("ASYNQPY_METRICS_TOKEN") or None
     url = getattr(args, "redis_url", None) or default_redis_url()
     insp = Inspector(url)
-    srv = make_server(insp, host, port, max_age=args.max_age, token=token)
-    signal.signal(signal.SIGTERM, lambda *_: srv.httpd.shutdown())
+    srv = make_server(insp, host, port, max_age=args.max_age, token=token).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     log.info("asynqpy exporter: serving http://%s:%d/metrics for %s", host, srv.port, _masked(url))
     try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
-        srv.httpd.server_close()
+        srv.stop()
         insp.close()
+    log.info("asynqpy exporter: stopped")
     return 0
 
 
