@@ -33,9 +33,17 @@ def exporter(redis_url: str) -> Iterator[str]:
         wait_for(lambda: _answers(base), what="the exporter to listen")
         yield base
     finally:
-        proc.terminate()
-        proc.wait(10)
+        _end(proc)
         assert proc.returncode == 0, proc.stdout.read() if proc.stdout else ""
+
+
+def _end(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _answers(base: str) -> bool:
@@ -71,8 +79,7 @@ def test_exporter_with_redis_down_answers_and_is_not_ready() -> None:
         assert status == 503 and "cannot reach Redis" in body
         assert get(base + "/livez")[0] == 200
     finally:
-        proc.terminate()
-        proc.wait(10)
+        _end(proc)
 
 
 def test_bad_bind_is_a_usage_error() -> None:
