@@ -9,7 +9,7 @@ import signal
 import threading
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
@@ -17,6 +17,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import RedisUnavailableError, UsageError
 from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
 from exporter.collector import QueueStateCollector
+from exporter.exposition import CONTENT_TYPE
 from inspector import Inspector
 
 log = logging.getLogger("asynqpy.exporter")
@@ -24,10 +25,9 @@ log = logging.getLogger("asynqpy.exporter")
 DEFAULT_BIND = "0.0.0.0:9876"  # asynq's tools/metrics_exporter port
 
 
-def build_registry(collector: QueueStateCollector) -> CollectorRegistry:
-    """The exporter's registry: the queue state, and the process's own CPU, memory and file descriptors."""
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(collector)
+def process_registry() -> CollectorRegistry:
+    """The exporter process's own CPU, memory and file descriptors (as asynq's exporter registers its own)."""
+    reg = CollectorRegistry()
     ProcessCollector(registry=reg)
     PlatformCollector(registry=reg)
     return reg
@@ -37,7 +37,7 @@ def make_server(inspector: Inspector, host: str, port: int, *, max_age: float = 
                 token: str | None = None) -> MetricsHTTPServer:
     """/metrics from the shared snapshot, /livez (the process serves) and /readyz (Redis answers a PING)."""
     collector = QueueStateCollector(inspector, max_age=max_age)
-    reg = build_registry(collector)
+    reg = process_registry()
 
     def ready() -> tuple[bool, str]:
         try:
@@ -45,7 +45,7 @@ def make_server(inspector: Inspector, host: str, port: int, *, max_age: float = 
         except RedisUnavailableError as exc:
             return False, str(exc)
 
-    return MetricsHTTPServer(host, port, lambda: (generate_latest(reg), CONTENT_TYPE_LATEST),
+    return MetricsHTTPServer(host, port, lambda: (collector.render() + generate_latest(reg), CONTENT_TYPE),
                              {"/livez": lambda: (True, "ok"), "/readyz": ready}, token=token)
 
 

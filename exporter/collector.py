@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from asynqpy.errors import AsynqError, RedisUnavailableError
+from exporter import exposition
 from inspector import Inspector, QueueSnapshot
 
 log = logging.getLogger("asynqpy.exporter")
@@ -35,6 +36,11 @@ class QueueStateCollector(Collector):
         self.connection_errors = 0
         self.redis_up: bool | None = None  # None: not scraped yet
         self.last_latency: float | None = None
+
+    def render(self) -> bytes:
+        """One scrape as exposition text (the fast writer of exporter.exposition; same text as
+        prometheus_client's generate_latest for a registry holding this collector)."""
+        return exposition.render(self.collect())
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # unchecked: the families depend on the queues found at scrape time

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 
 from flask import Blueprint, Response, current_app, request
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from asynqpy.embedded import default_redis_url
 from asynqpy.metrics.http import authorized
 from exporter.collector import QueueStateCollector
+from exporter.exposition import CONTENT_TYPE
 from inspector import Inspector
 
 bp = Blueprint("metrics", __name__)
@@ -23,15 +23,14 @@ bp = Blueprint("metrics", __name__)
 _EXT = "asynqpy_metrics"
 
 
-def _registry() -> CollectorRegistry:
-    reg = current_app.extensions.get(_EXT)
-    if reg is None:
+def _collector() -> QueueStateCollector:
+    col = current_app.extensions.get(_EXT)
+    if col is None:
         cfg = current_app.config
         insp = cfg.get("ASYNQPY_INSPECTOR") or Inspector(cfg.get("ASYNQPY_REDIS_URL") or default_redis_url())
-        reg = CollectorRegistry(auto_describe=False)
-        reg.register(QueueStateCollector(insp, max_age=float(cfg.get("METRICS_MAX_AGE", 2.0))))
-        current_app.extensions[_EXT] = reg
-    return reg
+        col = QueueStateCollector(insp, max_age=float(cfg.get("METRICS_MAX_AGE", 2.0)))
+        current_app.extensions[_EXT] = col
+    return col
 
 
 @bp.get("/metrics")
@@ -40,4 +39,4 @@ def metrics() -> Response:
     if not authorized(token, request.headers.get("Authorization")):
         return Response("a bearer token is required\n", 401, {"WWW-Authenticate": "Bearer"},
                         mimetype="text/plain")
-    return Response(generate_latest(_registry()), 200, content_type=CONTENT_TYPE_LATEST)
+    return Response(_collector().render(), 200, content_type=CONTENT_TYPE)

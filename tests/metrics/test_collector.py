@@ -116,3 +116,31 @@ def test_scrapes_share_the_snapshot(redis_url: str, r: redis.Redis) -> None:
         fresh = exposition(b, max_age=0)
     assert value(first, "asynq_queue_size", queue="q") == value(cached, "asynq_queue_size", queue="q") == 1
     assert value(fresh, "asynq_queue_size", queue="q") == 2
+
+
+def test_fast_exposition_equals_prometheus_clients(redis_url: str) -> None:
+    from dataclasses import replace
+
+    from exporter import exposition
+    from exporter.collector import queue_families
+
+    c = Client(redis_url)
+    c.enqueue(Task("t"), queue="q")
+    with Inspector(redis_url) as insp:
+        snap = insp.queue_snapshot(max_age=0)
+    odd = replace(snap.queues[0], queue='we"ird\\q\nx', latency=0.125, oldest_archived_age=float("inf"))
+    snap = replace(snap, queues=(snap.queues[0], odd))
+
+    class Fixed:
+        def collect(self):  # type: ignore[no-untyped-def]
+            return queue_families(snap)
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(Fixed())  # type: ignore[arg-type]
+    ours = exposition.render(queue_families(snap)).decode()
+    theirs = parse(generate_latest(reg).decode())
+    mine = parse(ours)
+    age = ("asynqpy_snapshot_age_seconds", ())
+    assert mine.pop(age) == pytest.approx(theirs.pop(age), abs=1)  # read a moment apart
+    assert mine == theirs and len(mine) > 40
+    assert value(parse(ours), "asynq_queue_latency_seconds", queue='we"ird\\q\nx') == 0.125
