@@ -45,7 +45,7 @@ class Loop:
         """Ask the loop to stop and wait for its current pass to finish."""
         self._stop.set()
         self._wake.set()
-        if self._task is not None:
+        if self._task is not None and not self._task.done():  # a loop that died already: nothing to wait for
             await self._task
         await self.on_stop()
 

@@ -77,6 +77,11 @@ class Processor:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
         self.handoff.start()
 
+    @property
+    def alive(self) -> bool:
+        """False once the fetch loop ended while the server still meant to fetch (a bug killed it)."""
+        return self._fetch_task is None or not self._fetch_task.done() or not self._fetching
+
     def wants_tasks(self) -> bool:
         """True while fetching and a worker slot is free."""
         return self._fetching and not self._paused and self.running < self.cfg.concurrency

@@ -113,7 +113,7 @@ class Server:
         if rt is None or hb is None or proc is None:
             return True, False, "starting"
         dead = [lp.name for lp in self._loops if not lp.alive]
-        if proc._fetch_task is not None and proc._fetch_task.done() and rt.status == "active":
+        if not proc.alive:
             dead.append("processor")
         if dead:
             return False, False, "loops stopped: " + ", ".join(dead)

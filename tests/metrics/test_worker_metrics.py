@@ -111,6 +111,20 @@ def test_in_progress_and_health_follow_the_server(redis_url: str) -> None:
     assert value(samples(reg), "asynqpy_tasks_in_progress", queue="q") in (0, 3)
 
 
+def test_livez_fails_when_a_loop_dies(redis_url: str) -> None:
+    srv = Server(redis_url, heartbeat_interval=0.5)
+    srv.start(ServeMux())
+    try:
+        wait_for(lambda: srv.health()[1], what="ready")
+        janitor = srv._loops[-1]
+        assert srv._loop is not None and janitor._task is not None
+        srv._loop.call_soon_threadsafe(janitor._task.cancel)  # as a bug escaping the loop would end it
+        wait_for(lambda: not srv.health()[0], what="not live")
+        assert srv.health() == (False, False, f"loops stopped: {janitor.name}")
+    finally:
+        srv.shutdown()
+
+
 def _worker(redis_url: str, port: int, *extra: str) -> subprocess.Popen:  # type: ignore[type-arg]
     return subprocess.Popen([ASYNQPY, "worker", "tests.metrics.apps:mux", "--redis-url", redis_url,
                              "--metrics-port", str(port), "--metrics-host", "127.0.0.1", *extra],
