@@ -67,7 +67,7 @@ def test_each_outcome_is_reported_once_with_times(redis_url: str, r: redis.Redis
         o = by_id[tid]
         assert o.queue == "default" and o.started_at >= before - 1
         assert o.wait is not None and 0.3 <= o.wait < 10
-    assert 0.05 <= by_id[ids["ok"]].duration < 5
+    assert 0.04 <= by_id[ids["ok"]].duration < 5  # slept 50 ms (uvloop timers may fire a millisecond early)
     # the task that failed is in retry: the hook saw the decision the processor wrote
     assert r.zscore(keys.retry("default"), ids["flaky"]) is not None
 
