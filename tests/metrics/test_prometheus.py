@@ -55,6 +55,16 @@ def wait_for_data(stack: Stack, expr: str, timeout: float = 60.0) -> dict[str, A
 
 def test_dashboard_and_rules_are_parsed() -> None:
     assert len(dashboard_exprs()) >= 20
+    dash = json.loads((DEPLOY / "grafana" / "asynqpy.json").read_text())
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)) and dash["uid"] == "asynqpy"
+    assert {v["name"] for v in dash["templating"]["list"]} == {"datasource", "queue"}
+    for p in dash["panels"]:
+        if p["type"] != "row":  # every query panel reads the chosen data source, and filters by $queue if per queue
+            assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
+            assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
+            for t in p["targets"]:
+                assert "queue" not in t["expr"] or '"$queue"' in t["expr"], t["expr"]
     names = {r["alert"] for r in alert_rules()}
     assert len(names) == 6
     tested = yaml.safe_load((DEPLOY / "prometheus" / "alerts_test.yml").read_text())
