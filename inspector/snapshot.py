@@ -91,12 +91,14 @@ def _get_or_take(ctx: Ctx, max_age: float) -> QueueSnapshot:
     if snap is not None and ctx.now() - snap.taken_at <= max_age:
         return snap
     token = uuid.uuid4().hex
+    seen = snap.taken_at if snap is not None else None
     if not r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
         deadline = time.monotonic() + WAIT_FOR_TAKER
         while time.monotonic() < deadline:
             time.sleep(POLL)
             snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
-            if snap is not None and ctx.now() - snap.taken_at <= max(max_age, POLL * 2):
+            # the one being taken while we waited (however long its reads took), or one fresh enough
+            if snap is not None and ((seen is None or snap.taken_at > seen) or ctx.now() - snap.taken_at <= max_age):
                 return snap
             if r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
                 break
