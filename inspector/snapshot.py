@@ -105,6 +105,11 @@ def _get_or_take(ctx: Ctx, max_age: float) -> QueueSnapshot:
         else:
             return take(ctx)  # the taker is stuck: read for ourselves, without storing
     try:
+        # Another taker may have stored one between our GET and our lock: use it.
+        stored = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
+        if stored is not None and ((seen is None or stored.taken_at > seen)
+                                   or ctx.now() - stored.taken_at <= max_age):
+            return stored
         snap = take(ctx)
         r.set(SNAPSHOT_KEY, _dump(snap), ex=KEEP)
     finally:
