@@ -16,6 +16,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY asynqpy ./asynqpy
 COPY inspector ./inspector
+COPY exporter ./exporter
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

@@ -46,6 +46,12 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--strict", action="store_true", help="strict priority: lower queues only when higher are empty")
     p.add_argument("--processes", type=int, default=1, help="worker processes, each its own server (default 1)")
     p.add_argument("--shutdown-timeout", type=float, default=8.0, help="seconds to finish tasks on stop (default 8)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics, /livez and /readyz on this port (with --processes N: the sum of "
+                        "all processes, through prometheus_client's multiprocess mode)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default 0.0.0.0)")
+    p.add_argument("--max-task-types", type=int, default=100,
+                   help="task_type label values per process before new types count as 'other' (default 100)")
     p.set_defaults(func=_cmd_worker)
 
 
@@ -53,11 +59,16 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from asynqpy.config import ServerConfig
     from asynqpy.supervisor import WorkerSpec, run_workers
 
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise UsageError("--metrics-port must be between 0 and 65535")
+    if args.max_task_types < 0:
+        raise UsageError("--max-task-types must be at least 0")
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
     config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
                           strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
-    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config)
+    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config, metrics_port=args.metrics_port,
+                      metrics_host=args.metrics_host, max_task_types=args.max_task_types)
     load_mux(args.mux)  # fail here, once, rather than in every child
     return run_workers(spec, args.processes)
 

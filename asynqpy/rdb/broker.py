@@ -137,6 +137,17 @@ def dequeue(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, 
                 [due(lease_expiry), keys.task_prefix(q), count], _pairs)
 
 
+def _triples(raw: Sequence[bytes]) -> list[tuple[str, bytes, float | None]]:
+    return [(raw[i].decode(), raw[i + 1], int(raw[i + 2]) / 1e9 if raw[i + 2] else None)
+            for i in range(0, len(raw), 3)]
+
+
+def dequeue_timed(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, bytes, float | None]]]:
+    """dequeue, with when each task became pending. Reply: [(id, msg bytes, pending_since Unix s or None)]."""
+    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
+                [due(lease_expiry), keys.task_prefix(q), count, "1"], _triples)
+
+
 def _ids(raw: Sequence[bytes]) -> list[str]:
     return [r.decode() for r in raw]
 
