@@ -143,3 +143,8 @@ def scheduler_entries(scheduler_id: str) -> str:
 
 def scheduler_history(entry_id: str) -> str:
     return f"asynq:scheduler_history:{entry_id}"
+
+
+def tick_mark(q: str, entry_id: str) -> str:
+    """Our own: the latest tick of a scheduler entry that some replica claimed (Unix s), in the queue's slot."""
+    return f"asynqpy:{{{q}}}:tick:{entry_id}"
