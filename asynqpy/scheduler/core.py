@@ -239,6 +239,7 @@ class Scheduler:
                     wake_at = min(wake_at, now + RETRY_AFTER)
                     break
                 e.next_tick = following
+                self._changed = True  # publish the new next and previous ticks at once
             else:
                 wake_at = now  # more due ticks than one wake-up handles: come straight back
             if e.next_tick is not None:
