@@ -252,7 +252,8 @@ def _tick_script(inner: str) -> Script:
     return Script(f"tick_claim+{inner}", text, hashlib.sha1(text.encode()).hexdigest())
 
 
-def claim_tick(call: Call, mark_key: str, *, tick: int, ttl: int, catch_up: bool = False) -> Call:
+def claim_tick(call: Call, q: str, entry_id: str, *, tick: int, claim_ttl: int, latest_ttl: int,
+               tolerance: int, owner: str, catch_up: bool = False) -> Call:
     """Wrap an enqueue Call (from enqueue()) so that it runs only if this tick of a scheduler entry is unclaimed.
 
     The claim and the enqueue are one script. Reply: True when this call enqueued the task, False when
@@ -264,8 +265,9 @@ def claim_tick(call: Call, mark_key: str, *, tick: int, ttl: int, catch_up: bool
             return False
         call.parse(raw)
         return True
-    return Call(_tick_script(call.script.name), [mark_key, *call.keys],
-                [tick, ttl, "1" if catch_up else "0", *call.args], parse)
+    return Call(_tick_script(call.script.name),
+                [keys.tick_mark(q, entry_id), keys.tick_claim(q, entry_id, tick), *call.keys],
+                [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner, *call.args], parse)
 
 
 def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes]) -> Call:

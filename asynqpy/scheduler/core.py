@@ -38,7 +38,11 @@ from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, timestamp
 log = logging.getLogger("asynqpy.scheduler")
 
 HISTORY_CAP = 1000  # enqueue events kept per entry (asynq's cap)
-MARK_MIN_TTL = 7 * 86400  # a tick claim outlives any plausible downtime, so catch_up="last" finds it
+# Every tick is claimed with a key that lives at least late_grace + CLAIM_SLACK seconds (two periods for long
+# ones): longer than any replica may be late for it. Each entry's latest claimed tick is kept far longer, so
+# catch_up="last" knows after a downtime whether the entry ran before and which tick ran last.
+CLAIM_SLACK = 60.0
+LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
 REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -251,10 +255,12 @@ class Scheduler:
         try:
             opts = resolve(e.fields, now)
             msg = broker.build_message(e.task.type, e.task.payload, dict(e.task.headers), opts)
-            following = e.schedule.next(tick) or tick
-            ttl = int(max(MARK_MIN_TTL, 3 * (following - tick)))
-            call = broker.claim_tick(broker.enqueue(msg, opts, now=now), keys.tick_mark(opts.queue, e.id),
-                                     tick=int(tick), ttl=ttl, catch_up=catch_up)
+            period = (e.schedule.next(tick) or tick) - tick
+            call = broker.claim_tick(
+                broker.enqueue(msg, opts, now=now), opts.queue, e.id, tick=int(tick),
+                claim_ttl=int(max(self.late_grace + CLAIM_SLACK, 2 * period)),
+                latest_ttl=int(max(LATEST_MIN_TTL, 3 * period)), tolerance=int(self.late_grace + CLAIM_SLACK / 2),
+                owner=self.id, catch_up=catch_up)
             mine = await runner.run(call, register_queue=opts.queue)
         except REDIS_ERRORS as exc:
             self.failures += 1
