@@ -123,7 +123,8 @@ class YamlFileProvider:
 class PeriodicTaskManager:
     """Runs a Scheduler whose entries come from provider, re-read every sync_interval seconds (asynq: 3 min).
 
-    sync_failures counts the syncs that failed (last_error says why); the entries then stay as they were.
+    sync_failures counts the syncs that failed (last_error says why until one works again); the entries then
+    stay as they were.
     Other keywords go to the Scheduler (redis_url, location, catch_up, clock, ...).
     """
 
@@ -150,14 +151,20 @@ class PeriodicTaskManager:
                     e = make_entry(c.cronspec, c.task, dict(c.options), {}, location=s.location, entry_id=None,
                                    now=s.clock.now())
                 except InvalidArgumentError as exc:
-                    raise ConfigError(f"entry {i} ({c.cronspec!r} {c.task.type}): {exc}") from exc
+                    where = f"{self.provider.path}: configs[{i}]" if isinstance(self.provider, YamlFileProvider) \
+                        else f"entry {i}"
+                    raise ConfigError(f"{where} ({c.task.type}): {exc}") from exc
                 wanted[e.id] = c
         except Exception as exc:
             self.sync_failures += 1
+            level = logging.ERROR if str(exc) != self.last_error else logging.DEBUG  # once per distinct error
             self.last_error = str(exc)
-            log.error("scheduler: config sync failed (%d so far), keeping the %d entries running: %s",
-                      self.sync_failures, len(self._ids), exc)
+            log.log(level, "scheduler: config sync failed (%d so far), keeping the %d entries running: %s",
+                    self.sync_failures, len(self._ids), exc)
             return False
+        if self.last_error is not None:
+            log.info("scheduler: config sync works again")
+            self.last_error = None
         for eid in self._ids - set(wanted):
             with contextlib.suppress(InvalidArgumentError):
                 s.unregister(eid)
