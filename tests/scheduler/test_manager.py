@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import redis
 
-from asynqpy import Task
 from asynqpy.scheduler import ConfigError, PeriodicTaskManager, YamlFileProvider
 from inspector import Inspector
 

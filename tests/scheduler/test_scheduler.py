@@ -96,8 +96,8 @@ def test_entries_history_and_tasks_as_asynq_tools_read_them(running: Running, re
     daily = s.register("CRON_TZ=Europe/Berlin 0 3 * * *", Task("report:daily", b"acme"))
     running.start()
     wait_for(lambda: r.zcard("asynq:schedulers") == 1, "the scheduler entry list")
-    (key,) = r.zrange("asynq:schedulers", 0, -1)
-    assert key.decode() == f"asynq:schedulers:{{{s.id}}}" and 0 < r.ttl(key) <= 7200
+    key = f"asynq:schedulers:{{{s.id}}}"
+    assert r.zrange("asynq:schedulers", 0, -1) == [key.encode()] and 0 < r.ttl(key) <= 7200
     ids = set()
     for data in r.lrange(key, 0, -1):
         e = SchedulerEntry()
@@ -188,7 +188,7 @@ def test_cli_runs_until_sigterm_and_removes_its_entries(how: str, tmp_path: Path
         wait_for(lambda: r.zcard("asynq:schedulers") == 1, "the scheduler to start")
         wait_for(lambda: r.llen("asynq:{cron}:pending") >= 1, "a tick", timeout=5)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=10)
+        _out, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
