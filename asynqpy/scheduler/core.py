@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -28,7 +29,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError, InvalidArgumentError
+from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.scheduler.entries import Entry, make_entry, resolve
@@ -178,12 +179,23 @@ class Scheduler:
         self._poke()
 
     async def arun(self, *, until: Callable[[], bool] | None = None) -> None:
-        """The asyncio form of run(): returns after stop() (or once until() is true), having cleaned up."""
+        """The asyncio form of run(): returns after stop() (or once until() is true), having cleaned up.
+
+        Raises RedisUnavailableError when Redis cannot be reached at start; later outages are logged, and the
+        ticks they delay are enqueued when Redis is back (up to late_grace seconds late).
+        """
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        conn = self._conn or aredis.Redis.from_url(self.redis_url or default_redis_url())
+        url = self.redis_url or default_redis_url()
+        conn = self._conn or aredis.Redis.from_url(url)
         runner = AsyncRunner(conn)
         try:
+            try:
+                await conn.ping()
+            except REDIS_ERRORS as exc:
+                err = RedisUnavailableError(f"scheduler cannot reach Redis at {_masked(url)}: {exc}")
+                err.url = _masked(url)  # type: ignore[attr-defined]
+                raise err from exc
             now = self.clock.now()
             for e in self._snapshot():
                 await self._start_entry(runner, e, now)
@@ -326,6 +338,16 @@ class Scheduler:
                     mine.discard(other.id)
         if mine:
             await conn.delete(*(keys.scheduler_history(i) for i in mine))
+
+
+def _masked(url: str) -> str:
+    """The URL with its password replaced by ***."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
 
 
 def _iso(t: float) -> str:

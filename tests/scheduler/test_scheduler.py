@@ -202,8 +202,14 @@ def test_cli_runs_until_sigterm_and_removes_its_entries(how: str, tmp_path: Path
     (["nomodule:scheduler"], "cannot import"),
     ([], "either APP"),
     (["--config", "missing.yaml"], "missing.yaml: cannot read"),
+    (["--config", "cron.yaml", "--redis-url", "redis://:secret@127.0.0.1:1/0"],
+     "scheduler cannot reach Redis at redis://:***@127.0.0.1:1/0"),
 ])
 def test_cli_errors_are_one_line(args: list[str], words: str, tmp_path: Path, redis_url: str) -> None:
-    proc = _cli(["scheduler", *args, "--redis-url", redis_url], tmp_path)
+    (tmp_path / "cron.yaml").write_text('configs:\n  - {cronspec: "@daily", task_type: t}\n')
+    if "--redis-url" not in args:
+        args = [*args, "--redis-url", redis_url]
+    proc = _cli(["scheduler", *args], tmp_path)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode in (1, 2) and words in err.decode() and "Traceback" not in err.decode()
+    assert "secret" not in err.decode()
