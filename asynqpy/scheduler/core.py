@@ -247,11 +247,12 @@ class Scheduler:
                 if tick is None or tick > now:
                     break
                 following = e.schedule.next(tick)
-                stale = now - tick > self.late_grace and following is not None and following <= now
-                if stale:
-                    log.warning("scheduler: entry %s (%s) skipped its tick at %s: %.0f s late",
-                                e.id, e.spec, _iso(tick), now - tick)
-                elif not await self._fire(runner, e, tick, now, catch_up=False):
+                if now - tick > self.late_grace and following is not None and following <= now:
+                    e.next_tick = self._resume_at(e, now)
+                    log.warning("scheduler: entry %s (%s) skipped its ticks from %s to before %s: more than "
+                                "%.0f s late", e.id, e.spec, _iso(tick), _iso(e.next_tick or now), self.late_grace)
+                    continue
+                if not await self._fire(runner, e, tick, now, catch_up=False):
                     wake_at = min(wake_at, now + RETRY_AFTER)
                     break
                 e.next_tick = following
@@ -261,6 +262,13 @@ class Scheduler:
             if e.next_tick is not None:
                 wake_at = min(wake_at, e.next_tick)
         return wake_at
+
+    def _resume_at(self, e: Entry, now: float) -> float | None:
+        """The first due tick at most late_grace old, or else the latest due one."""
+        t = e.schedule.next(now - self.late_grace - 0.001)
+        if t is None or t > now:
+            t = e.schedule.prev(now)
+        return t
 
     async def _fire(self, runner: AsyncRunner, e: Entry, tick: float, now: float, *, catch_up: bool) -> bool:
         """Claim and enqueue one tick. False when Redis could not be reached (the tick is tried again)."""

@@ -213,3 +213,19 @@ def test_cli_errors_are_one_line(args: list[str], words: str, tmp_path: Path, re
     _, err = proc.communicate(timeout=20)
     assert proc.returncode in (1, 2) and words in err.decode() and "Traceback" not in err.decode()
     assert "secret" not in err.decode()
+
+
+def test_a_replica_far_behind_skips_ticks_older_than_late_grace(redis_url: str, r: redis.Redis,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    run = Running(redis_url, late_grace=5)
+    run.s.register("@every 1s", Task("t", b""), queue="cron")
+    run.start()
+    try:
+        wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+        run.base.value += 100  # as if the process had been frozen for 100 s
+        wait_for(lambda: r.llen("asynq:{cron}:pending") >= 5, "the recent ticks")
+        time.sleep(0.2)
+        assert r.llen("asynq:{cron}:pending") == 5  # ticks at most 5 s late; the 95 older ones skipped
+        assert "skipped its tick" in caplog.text
+    finally:
+        run.stop()
