@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib
+import pkgutil
 import sys
 from typing import Any
 
@@ -14,18 +14,14 @@ from asynqpy.scheduler.manager import PeriodicTaskManager, YamlFileProvider
 
 def load_scheduler(spec: str) -> Scheduler | PeriodicTaskManager:
     """Import "package.module:attribute": a Scheduler, a PeriodicTaskManager, or a function returning one."""
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
+    if ":" not in spec:
         raise UsageError(f"expected module:attribute (e.g. app.cron:scheduler), got {spec!r}")
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
     try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise UsageError(f"cannot import {mod_name!r}: {exc}") from exc
-    obj: Any = getattr(mod, attr, None)
-    if obj is None:
-        raise UsageError(f"module {mod_name!r} has no attribute {attr!r}")
+        obj: Any = pkgutil.resolve_name(spec)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(f"cannot load {spec!r}: {exc}") from exc
     if callable(obj) and not isinstance(obj, (Scheduler, PeriodicTaskManager)):
         obj = obj()
     if not isinstance(obj, (Scheduler, PeriodicTaskManager)):

@@ -6,7 +6,10 @@ import asyncio
 import math
 import multiprocessing
 import time
+from collections.abc import Callable
 from typing import Any
+
+from tests import helpers
 
 # Replicas poll this often (real seconds) while the test moves their fake time.
 POLL = 0.005
@@ -34,3 +37,8 @@ def shared_time(start: float | None = None) -> Any:
     """A fake time in shared memory: by default half a second past the current whole second."""
     ctx = multiprocessing.get_context("fork")
     return ctx.Value("d", math.floor(time.time()) + 0.5 if start is None else start)
+
+
+def wait_for(probe: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    """Poll probe until it is truthy and return its value; fail naming what after timeout seconds."""
+    return helpers.wait_for(probe, timeout=timeout, what=what)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import redis
 from asynqpy.scheduler import ConfigError, PeriodicTaskManager, YamlFileProvider
 from inspector import Inspector
 
-from .clocks import SharedClock, shared_time
+from .clocks import SharedClock, shared_time, wait_for
 
 GOOD = """
 configs:
@@ -38,14 +38,6 @@ configs:
     options: {queue: low, retention: 24h}
 """
 
-
-def wait_for(probe: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-    return value
 
 
 class Running:

@@ -19,7 +19,7 @@ from asynqpy import Task
 from asynqpy.scheduler import Scheduler
 from asynqpy.wire import SchedulerEnqueueEvent
 
-from .clocks import SharedClock, shared_time
+from .clocks import SharedClock, shared_time, wait_for
 
 QUEUE = "cron"
 STEP = 0.03  # real seconds per fake second
@@ -79,14 +79,6 @@ class Replicas:
                 p.join()
         self.r.close()
 
-
-def wait_for(probe: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-    return value
 
 
 @pytest.fixture

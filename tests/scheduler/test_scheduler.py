@@ -25,18 +25,10 @@ from asynqpy.scheduler import Scheduler
 from asynqpy.wire import SchedulerEntry
 from inspector import Inspector
 
-from .clocks import SharedClock, shared_time
+from .clocks import SharedClock, shared_time, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def wait_for(probe: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-    return value
 
 
 class Running:
@@ -199,7 +191,7 @@ def test_cli_runs_until_sigterm_and_removes_its_entries(how: str, tmp_path: Path
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["nomodule:scheduler"], "cannot import"),
+    (["nomodule:scheduler"], "cannot load"),
     ([], "either APP"),
     (["--config", "missing.yaml"], "missing.yaml: cannot read"),
     (["--config", "cron.yaml", "--redis-url", "redis://:secret@127.0.0.1:1/0"],
