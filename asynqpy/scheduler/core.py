@@ -24,8 +24,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 
 from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
@@ -46,7 +45,7 @@ CLAIM_SLACK = 60.0
 LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
-REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+REDIS_ERRORS = (RedisError, OSError)  # connection lost, timeouts, and replies such as OOM or READONLY
 
 
 class Clock(Protocol):

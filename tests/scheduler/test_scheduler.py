@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from asynqpy import Task
+from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.scheduler import Scheduler
 from asynqpy.wire import SchedulerEntry
@@ -221,3 +222,24 @@ def test_a_replica_far_behind_skips_ticks_older_than_late_grace(redis_url: str, 
         assert "skipped its tick" in caplog.text
     finally:
         run.stop()
+
+
+def test_ticks_due_while_redis_was_away_are_enqueued_when_it_is_back(tmp_path: Path) -> None:
+    """A Redis of the test's own, stopped and started again on the same port."""
+    port = free_port()
+    server = EmbeddedServer(port=port, data_dir=tmp_path).start()
+    run = Running(server.url)
+    run.s.register("@every 1s", Task("t", b""), queue="cron")
+    try:
+        run.start()
+        r = redis.Redis.from_url(server.url)
+        wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+        server.stop()
+        run.base.value += 3  # three ticks come due with Redis away
+        wait_for(lambda: run.s.failures >= 2, "failed attempts")
+        server = EmbeddedServer(port=port, data_dir=tmp_path).start()
+        wait_for(lambda: r.llen("asynq:{cron}:pending") == 3, "the three ticks")
+        r.close()
+    finally:
+        run.stop()
+        server.stop()
