@@ -31,7 +31,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import AsyncRunner
-from asynqpy.scheduler.entries import Entry, make_entry, resolve
+from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
 from asynqpy.task import Task
 from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, timestamp
 
@@ -319,10 +319,7 @@ class Scheduler:
             for e, mark in zip(entries, marks, strict=False):
                 if mark is not None and (e.prev_tick is None or float(mark) > e.prev_tick):
                     e.prev_tick = float(mark)  # a tick another replica enqueued
-                data.append(SchedulerEntry(
-                    id=e.id, spec=e.spec, task_type=e.task.type, task_payload=e.task.payload,
-                    enqueue_options=e.opts, next_enqueue_time=timestamp(e.next_tick),
-                    prev_enqueue_time=timestamp(e.prev_tick)).SerializeToString())
+                data.append(encode_entry(e))
             ttl = max(2, int(2 * self.heartbeat_interval))
             await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data))
             await runner.redis.zadd(keys.SCHEDULERS, {self.list_key: int(now + ttl)})

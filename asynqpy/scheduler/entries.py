@@ -16,6 +16,7 @@ from asynqpy.cron import Schedule, go_duration, parse
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.options import EnqueueOptions, build_options
 from asynqpy.task import Task
+from asynqpy.wire import SchedulerEntry, timestamp
 
 # The enqueue keywords, in the order Go's option strings are written when given as a mapping.
 OPTION_NAMES = ("queue", "max_retry", "timeout", "deadline", "unique", "process_at", "process_in", "retention",
@@ -139,3 +140,10 @@ def make_entry(spec: str, task: Task, options: Any, fields: Mapping[str, Any], *
         raise InvalidArgumentError("entry_id must be a non-blank str", argument="entry_id")
     eid = entry_id or derive_id(spec, task, opts, location)
     return Entry(eid, spec, schedule, task, given, opts)
+
+
+def encode_entry(e: Entry) -> bytes:
+    """The protobuf SchedulerEntry asynq's Inspector reads (a never-run entry's previous time is Go's zero time)."""
+    return SchedulerEntry(
+        id=e.id, spec=e.spec, task_type=e.task.type, task_payload=e.task.payload, enqueue_options=e.opts,
+        next_enqueue_time=timestamp(e.next_tick), prev_enqueue_time=timestamp(e.prev_tick)).SerializeToString()

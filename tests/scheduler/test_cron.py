@@ -11,7 +11,8 @@ import pytest
 from asynqpy import Task
 from asynqpy.cron import Every, go_duration, parse, parse_go_duration
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.scheduler.entries import make_entry, option_string
+from asynqpy.scheduler.entries import encode_entry, make_entry, option_string
+from asynqpy.wire import GO_ZERO_TIME_SECONDS, SchedulerEntry
 
 
 def ticks(spec: str, start: str, n: int, location: str = "UTC") -> list[str]:
@@ -176,3 +177,19 @@ def test_entry_ids_are_stable_and_options_checked_at_register_time() -> None:
     with pytest.raises(InvalidArgumentError) as err:
         make_entry("0 3 * * *", task, None, {"priority": 1}, location="UTC", entry_id=None, now=0)
     assert err.value.argument == "priority"
+
+
+def test_entry_bytes_match_a_go_schedulers() -> None:
+    """The SchedulerEntry a Go v0.26.0 scheduler wrote for `@every 2s` v:cron "tick" Queue("cq") (golden state),
+    byte for byte, given the same id and times."""
+    go = bytes.fromhex(
+        "0a2464373738343964332d323966332d343765612d383965302d33636266333266323161623612094065766572792032731a06763a"
+        "63726f6e22047469636b2a0b517565756528226371222932060888e9b2d8063a060886e9b2d806")
+    e = make_entry("@every 2s", Task("v:cron", b"tick"), None, {"queue": "cq"}, location="UTC",
+                   entry_id="d77849d3-29f3-47ea-89e0-3cbf32f21ab6", now=0)
+    e.next_tick, e.prev_tick = 1795994760.0, 1795994758.0
+    assert encode_entry(e) == go
+    e.prev_tick = None  # never ran: Go writes its zero time, not nothing
+    never = SchedulerEntry()
+    never.ParseFromString(encode_entry(e))
+    assert never.HasField("prev_enqueue_time") and never.prev_enqueue_time.seconds == GO_ZERO_TIME_SECONDS
