@@ -39,9 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--location", default="UTC", help="time zone of specs without CRON_TZ= (with --config)")
     p.add_argument("--catch-up", choices=("none", "last"), default="none",
                    help="at start, enqueue the last tick missed while no replica ran (with --config)")
-    if not any(a.dest == "redis_url" for a in p._actions):
-        p.add_argument("--redis-url", default=argparse.SUPPRESS,
-                       help="default: ASYNQPY_REDIS_URL, REDIS_URL, or the `asynqpy dev` server")
+    p.add_argument("--redis-url", default=argparse.SUPPRESS,
+                   help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
     p.set_defaults(func=_cmd_scheduler)
 
 
