@@ -243,3 +243,27 @@ def test_ticks_due_while_redis_was_away_are_enqueued_when_it_is_back(tmp_path: P
     finally:
         run.stop()
         server.stop()
+
+
+@pytest.mark.parametrize(("start", "expected"), [
+    ("2026-03-28T22:00:00+00:00", "2026-03-29T01:00:00+00:00"),  # 02:30 does not exist: at 03:00 CEST
+    ("2026-10-24T22:00:00+00:00", "2026-10-25T00:30:00+00:00"),  # 02:30 happens twice: the first one (CEST)
+])
+def test_a_berlin_night_with_a_clock_change_enqueues_once(start: str, expected: str, redis_url: str,
+                                                          r: redis.Redis) -> None:
+    run = Running(redis_url)
+    run.base.value = datetime.fromisoformat(start).timestamp()
+    eid = run.s.register("CRON_TZ=Europe/Berlin 30 2 * * *", Task("nightly", b""), queue="cron")
+    run.start()
+    try:
+        wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+        for _ in range(6 * 6):  # six hours in ten-minute steps
+            run.base.value += 600
+            time.sleep(0.01)
+        wait_for(lambda: r.llen("asynq:{cron}:pending") == 1, "the nightly task")
+        time.sleep(0.1)
+        assert r.llen("asynq:{cron}:pending") == 1
+        (entry,) = run.s.entries()
+        assert entry.id == eid and entry.prev_tick == datetime.fromisoformat(expected).timestamp()
+    finally:
+        run.stop()
