@@ -3,6 +3,7 @@ changes while running, clean shutdown, and the `asynqpy scheduler` command stopp
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -267,3 +268,19 @@ def test_a_berlin_night_with_a_clock_change_enqueues_once(start: str, expected: 
         assert entry.id == eid and entry.prev_tick == datetime.fromisoformat(expected).timestamp()
     finally:
         run.stop()
+
+
+def test_dev_addon_runs_demo_entries(redis_url: str, tmp_path: Path) -> None:
+    from asynqpy.plugins import DevContext, dev_addons
+
+    (addon,) = [a for a in dev_addons() if a.name == "scheduler"]
+    running = addon.start(DevContext(redis_url, tmp_path, argparse.Namespace()))
+    try:
+        with Inspector(redis_url) as insp:
+            entries = wait_for(lambda: insp.scheduler_entries(), "the demo entries")
+        assert {e.task_type for e in entries} == {"sync:crm", "report:usage", "cleanup:tmp"}
+        assert any("demo cron entries" in line for line in running.banner)
+    finally:
+        running.stop()
+    with Inspector(redis_url) as insp:
+        assert insp.scheduler_entries() == []
