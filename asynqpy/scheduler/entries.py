@@ -64,17 +64,17 @@ def option_string(name: str, value: Any) -> str:
 
 
 def option_fields(options: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The enqueue keywords given: those of options (a mapping or an options dataclass), then fields (which win).
-
-    None values are left out (they mean "asynq's default").
+    """The enqueue keywords given: those of options (a mapping, or an options dataclass whose fields differ from
+    their defaults), then fields (which win). None values are left out (they mean "asynq's default").
     """
     merged: dict[str, Any] = {}
     if options is None:
         pass
     elif isinstance(options, Mapping):
         merged.update(options)
-    elif dataclasses.is_dataclass(options) and not isinstance(options, type):
-        merged.update({f.name: getattr(options, f.name) for f in dataclasses.fields(options)})
+    elif dataclasses.is_dataclass(options) and not isinstance(options, type):  # an options type: its set fields
+        merged.update({f.name: getattr(options, f.name) for f in dataclasses.fields(options)
+                       if getattr(options, f.name) != f.default})
     else:
         raise InvalidArgumentError(f"options must be a mapping of enqueue options, not {type(options).__name__}",
                                    argument="options")

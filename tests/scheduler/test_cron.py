@@ -3,6 +3,7 @@ option strings Go's Inspector reads back."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -193,3 +194,15 @@ def test_entry_bytes_match_a_go_schedulers() -> None:
     never = SchedulerEntry()
     never.ParseFromString(encode_entry(e))
     assert never.HasField("prev_enqueue_time") and never.prev_enqueue_time.seconds == GO_ZERO_TIME_SECONDS
+
+
+def test_an_options_dataclass_contributes_the_fields_it_sets() -> None:
+    @dataclass(frozen=True)
+    class Opts:  # the shape of an options type: enqueue keywords as fields with defaults
+        queue: str = "default"
+        max_retry: int = 25
+        timeout: float | None = None
+
+    e = make_entry("@daily", Task("t", b""), Opts(queue="cron", timeout=60), {"max_retry": 2}, location="UTC",
+                   entry_id=None, now=0)
+    assert e.opts == ['Queue("cron")', "Timeout(1m0s)", "MaxRetry(2)"]
