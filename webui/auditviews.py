@@ -45,7 +45,7 @@ def audit_page() -> Any:
     if before and not all(p.isdigit() for p in before.split("-", 1)):
         abort(400, description="before: not a record id")
     page = security.state().audit.list(**flt, before=before, limit=PAGE)
-    filters = {k: request.args.get(k, "") for k in ("user", "action", "queue", "since", "until")}
+    filters = {k: v for k in ("user", "action", "queue", "since", "until") if (v := request.args.get(k, "").strip())}
     template = "partials/_audit_rows.html" if request.headers.get("HX-Request") else "audit.html"
     return render_template(template, page=page, filters=filters)
 

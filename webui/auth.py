@@ -1,13 +1,13 @@
 """Who is signed in and what they may do: the login/logout blueprint, the user loader, and require_role.
 
-For the app factory: ``auth.init_app(app)``, ``csrf.init_app(app)``, ``security.init_app(app)`` (in that
-order, before the other blueprints) set up login, CSRF, sessions, headers and the /audit page. Then:
+For the app factory: ``auth.init_app(app, get_inspector)``, before the other blueprints, sets up login, CSRF,
+sessions, security headers and the /audit page (settings: see webui.security). Then:
 
 - ``g.user``: a ``webui.users.User`` (``.name``, ``.role``, ``.can(role)``, ``.sso``) or None. Anonymous
   requests are sent to /login?next=... except /login, /healthz, /metrics and /static (``PUBLIC_ENDPOINTS``,
   or decorate a view with ``public``); htmx requests get 401 with an HX-Redirect header instead.
 - ``@require_role("operator")`` on a view: 403 unless the user's role includes it, and 403 for anything
-  above viewer in read-only mode (``READ_ONLY``), whatever the role. Roles: viewer < operator < admin.
+  above viewer in read-only mode (``ASYNQPY_READ_ONLY``), whatever the role. Roles: viewer < operator < admin.
   ``can(role)`` (alias ``user_can``) answers the same question inside a view or a template.
 - templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
   ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
@@ -76,7 +76,7 @@ def safe_next(target: str | None) -> str:
 
 
 def _sso_user() -> User | None:
-    header = current_app.config.get("AUTH_HEADER")
+    header = current_app.config.get("ASYNQPY_AUTH_HEADER")
     if not header:
         return None
     name = request.headers.get(header, "").strip()
@@ -86,11 +86,11 @@ def _sso_user() -> User | None:
         log.warning("ignored %s from %s: not a trusted proxy", header, security.peer_address())
         return None
     st = security.state()
-    groups = {grp.strip() for grp in request.headers.get(current_app.config["AUTH_GROUPS_HEADER"], "")
+    groups = {grp.strip() for grp in request.headers.get(current_app.config["ASYNQPY_AUTH_GROUPS_HEADER"], "")
               .split(",") if grp.strip()}
     roles = [role for grp, role in st.group_roles.items() if grp in groups]
-    if current_app.config["AUTH_DEFAULT_ROLE"]:
-        roles.append(current_app.config["AUTH_DEFAULT_ROLE"])
+    if current_app.config["ASYNQPY_AUTH_DEFAULT_ROLE"]:
+        roles.append(current_app.config["ASYNQPY_AUTH_DEFAULT_ROLE"])
     if not roles:
         abort(403, description=f"{name[:100]} signed in through the proxy but none of their groups has a role here")
     return User(name[:200], max(roles, key=ROLES.index), sso=True)
@@ -217,12 +217,18 @@ def _template_globals() -> dict[str, Any]:
     return {"can": can, "current_user": g.get("user"), "read_only": security.read_only()}
 
 
-def init_app(app: Flask) -> None:
-    """Load the user before every request, refuse changes in read-only mode, offer can()/current_user to
-    templates, and register /login, /logout and the /audit page. Call it first, then csrf.init_app and
-    security.init_app (which this module's hooks rely on at request time), then the other blueprints."""
+def init_app(app: Flask, get_inspector: Callable[[], Any] | None = None) -> None:
+    """Set up everything of auth on app: security headers, the session cookie and signing key, CSRF, the user
+    loader, read-only refusal, can()/current_user in templates, /login, POST /logout and the /audit page.
+
+    get_inspector: returns the app's Inspector, whose connection holds sessions, throttle counters and the
+    audit log (default webui.inspector). Call it before registering the other blueprints.
+    Raises ValueError for bad settings, OSError when the key file cannot be made.
+    """
+    security.init_app(app, get_inspector)
     app.before_request(load_user)
     app.before_request(refuse_in_read_only)
+    csrf.init_app(app)
     app.context_processor(_template_globals)
     app.register_blueprint(bp)
     from webui import auditviews  # it imports require_role from here

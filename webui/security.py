@@ -2,22 +2,22 @@
 response headers, client addresses behind trusted proxies, request ids, and the stores kept in Redis.
 
 ``init_app(app, get_inspector=None)`` (get_inspector defaults to ``webui.inspector``). Config keys
-(``DEFAULTS``; create_app may set them from its defaults, a file, ASYNQPY_WEB_<KEY> or tests):
-  USERS_FILE          users file (None: ASYNQPY_WEB_USERS, else ./asynqpy-users.toml)
-  SECRET_KEY          session signing key (None: ASYNQPY_WEB_SECRET, else the key file below)
-  SECRET_FILE         generated key file, mode 0600, shared by every gunicorn worker
-                      (None: .asynqpy-web.key beside the users file)
-  READ_ONLY           refuse every change, whatever the role
-  TRUSTED_PROXIES     addresses or networks (list or "a,b") whose X-Forwarded-For and auth header are believed
-  AUTH_HEADER         e.g. "X-Forwarded-User": single sign-on through a trusted proxy (None/"" = off)
-  AUTH_GROUPS_HEADER  "X-Forwarded-Groups" (comma separated groups)
-  AUTH_GROUP_ROLES    {group: role} or "group=role,group=role"; the strongest matching role wins
-  AUTH_DEFAULT_ROLE   role of a proxy user in no mapped group ("" = refused with 403)
-  SESSION_IDLE, SESSION_MAX_AGE   seconds: 3600 and 43200
-  LOGIN_MAX_PER_USER, LOGIN_MAX_PER_ADDR, LOGIN_WINDOW   5 and 20 failed logins per 900 s
-  AUDIT_CAP           records kept in asynqpy:audit (100000)
-  SECURE_COOKIES      None: Secure when the request came over TLS; True/False to force it
-  CLOCK               Unix-seconds clock (tests)
+(``DEFAULTS``; create_app sets them from a file, ASYNQPY_<KEY> environment variables or tests):
+  ASYNQPY_USERS           users file (None: ASYNQPY_WEB_USERS, else ./asynqpy-users.toml)
+  SECRET_KEY              session signing key (None: ASYNQPY_WEB_SECRET, else the key file below)
+  ASYNQPY_SECRET_FILE     generated key file, mode 0600, shared by every gunicorn worker
+                          (None: .asynqpy-web.key beside the users file)
+  ASYNQPY_READ_ONLY       refuse every change, whatever the role
+  ASYNQPY_TRUSTED_PROXIES addresses or networks (list or "a,b") whose X-Forwarded-For and auth header count
+  ASYNQPY_AUTH_HEADER     e.g. "X-Forwarded-User": single sign-on through a trusted proxy ("" = off)
+  ASYNQPY_AUTH_GROUPS_HEADER  "X-Forwarded-Groups" (comma separated groups)
+  ASYNQPY_AUTH_GROUP_ROLES    {group: role} or "group=role,group=role"; the strongest matching role wins
+  ASYNQPY_AUTH_DEFAULT_ROLE   role of a proxy user in no mapped group ("" = refused with 403)
+  ASYNQPY_SESSION_IDLE, ASYNQPY_SESSION_MAX_AGE   seconds: 3600 and 43200
+  ASYNQPY_LOGIN_MAX_PER_USER, _PER_ADDR, ASYNQPY_LOGIN_WINDOW   5 and 20 failed logins per 900 s
+  ASYNQPY_AUDIT_CAP       records kept in asynqpy:audit (100000)
+  ASYNQPY_SECURE_COOKIES  None: Secure when the request came over TLS; True/False to force it
+  ASYNQPY_CLOCK           Unix-seconds clock (tests)
 
 ``state()`` gives the per-app AuthState (users file, sessions, throttle, audit log); ``client_address()``
 the browser's address; ``request_id()`` this request's id (also sent back as X-Request-Id).
@@ -46,22 +46,22 @@ from webui.users import ENV_USERS, ROLES, UsersFile, default_users_path
 ENV_SECRET = "ASYNQPY_WEB_SECRET"
 EXT = "asynqpy.auth"
 DEFAULTS: dict[str, Any] = {
-    "USERS_FILE": None,
-    "SECRET_FILE": None,
-    "READ_ONLY": False,
-    "TRUSTED_PROXIES": (),
-    "AUTH_HEADER": "",
-    "AUTH_GROUPS_HEADER": "X-Forwarded-Groups",
-    "AUTH_GROUP_ROLES": {},
-    "AUTH_DEFAULT_ROLE": "",
-    "SESSION_IDLE": 3600,
-    "SESSION_MAX_AGE": 12 * 3600,
-    "LOGIN_MAX_PER_USER": 5,
-    "LOGIN_MAX_PER_ADDR": 20,
-    "LOGIN_WINDOW": 900,
-    "AUDIT_CAP": 100_000,
-    "SECURE_COOKIES": None,
-    "CLOCK": time.time,
+    "ASYNQPY_USERS": None,
+    "ASYNQPY_SECRET_FILE": None,
+    "ASYNQPY_READ_ONLY": False,
+    "ASYNQPY_TRUSTED_PROXIES": (),
+    "ASYNQPY_AUTH_HEADER": "",
+    "ASYNQPY_AUTH_GROUPS_HEADER": "X-Forwarded-Groups",
+    "ASYNQPY_AUTH_GROUP_ROLES": {},
+    "ASYNQPY_AUTH_DEFAULT_ROLE": "",
+    "ASYNQPY_SESSION_IDLE": 3600,
+    "ASYNQPY_SESSION_MAX_AGE": 12 * 3600,
+    "ASYNQPY_LOGIN_MAX_PER_USER": 5,
+    "ASYNQPY_LOGIN_MAX_PER_ADDR": 20,
+    "ASYNQPY_LOGIN_WINDOW": 900,
+    "ASYNQPY_AUDIT_CAP": 100_000,
+    "ASYNQPY_SECURE_COOKIES": None,
+    "ASYNQPY_CLOCK": time.time,
 }
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
@@ -87,23 +87,23 @@ class AuthState:
     def sessions(self) -> SessionStore:
         cfg = current_app.config
         if "sessions" not in self._stores:
-            self._stores["sessions"] = SessionStore(self._redis(), idle=cfg["SESSION_IDLE"],
-                                                    absolute=cfg["SESSION_MAX_AGE"], clock=self.clock)
+            self._stores["sessions"] = SessionStore(self._redis(), idle=cfg["ASYNQPY_SESSION_IDLE"],
+                                                    absolute=cfg["ASYNQPY_SESSION_MAX_AGE"], clock=self.clock)
         return self._stores["sessions"]
 
     @property
     def throttle(self) -> LoginThrottle:
         cfg = current_app.config
         if "throttle" not in self._stores:
-            self._stores["throttle"] = LoginThrottle(self._redis(), per_user=cfg["LOGIN_MAX_PER_USER"],
-                                                     per_addr=cfg["LOGIN_MAX_PER_ADDR"],
-                                                     window=cfg["LOGIN_WINDOW"])
+            self._stores["throttle"] = LoginThrottle(self._redis(), per_user=cfg["ASYNQPY_LOGIN_MAX_PER_USER"],
+                                                     per_addr=cfg["ASYNQPY_LOGIN_MAX_PER_ADDR"],
+                                                     window=cfg["ASYNQPY_LOGIN_WINDOW"])
         return self._stores["throttle"]
 
     @property
     def audit(self) -> AuditLog:
         if "audit" not in self._stores:
-            self._stores["audit"] = AuditLog(self._redis(), cap=current_app.config["AUDIT_CAP"],
+            self._stores["audit"] = AuditLog(self._redis(), cap=current_app.config["ASYNQPY_AUDIT_CAP"],
                                              clock=self.clock)
         return self._stores["audit"]
 
@@ -115,7 +115,7 @@ def state() -> AuthState:
 
 
 def read_only() -> bool:
-    return bool(current_app.config.get("READ_ONLY"))
+    return bool(current_app.config.get("ASYNQPY_READ_ONLY"))
 
 
 def parse_networks(value: Any) -> tuple[Network, ...]:
@@ -190,7 +190,7 @@ class SessionInterface(SecureCookieSessionInterface):
     """Flask's signed cookie session, Secure when the request came over TLS (or as configured)."""
 
     def get_cookie_secure(self, app: Flask) -> bool:
-        forced = app.config.get("SECURE_COOKIES")
+        forced = app.config.get("ASYNQPY_SECURE_COOKIES")
         if forced is not None:
             return bool(forced)
         return bool(request) and request.is_secure
@@ -218,6 +218,10 @@ def load_secret(path: Path) -> str:
     finally:
         os.unlink(tmp)
     return path.read_text().strip()
+
+
+def _start_request() -> None:
+    request_id()  # made now so every log line and audit record of the request carries the same id
 
 
 def _headers(resp: Response) -> Response:
@@ -251,23 +255,23 @@ def init_app(app: Flask, get_inspector: Callable[[], Any] | None = None) -> None
         if app.config.get(k) is None:
             app.config[k] = v
     cfg = app.config
-    if not cfg["USERS_FILE"]:
-        cfg["USERS_FILE"] = os.environ.get(ENV_USERS) or str(default_users_path())
-    users_path = Path(cfg["USERS_FILE"])
+    if not cfg["ASYNQPY_USERS"]:
+        cfg["ASYNQPY_USERS"] = os.environ.get(ENV_USERS) or str(default_users_path())
+    users_path = Path(cfg["ASYNQPY_USERS"])
     if not cfg.get("SECRET_KEY"):
         env = os.environ.get(ENV_SECRET, "").strip()
-        key_file = Path(cfg["SECRET_FILE"] or users_path.resolve().parent / ".asynqpy-web.key")
+        key_file = Path(cfg["ASYNQPY_SECRET_FILE"] or users_path.resolve().parent / ".asynqpy-web.key")
         cfg["SECRET_KEY"] = env or load_secret(key_file)
     cfg["SESSION_COOKIE_NAME"] = "asynqpy_session"
     cfg["SESSION_COOKIE_HTTPONLY"] = True
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
-    default = cfg["AUTH_DEFAULT_ROLE"]
+    default = cfg["ASYNQPY_AUTH_DEFAULT_ROLE"]
     if default and default not in ROLES:
-        raise ValueError(f"AUTH_DEFAULT_ROLE {default!r} is not one of {', '.join(ROLES)}")
+        raise ValueError(f"ASYNQPY_AUTH_DEFAULT_ROLE {default!r} is not one of {', '.join(ROLES)}")
     app.session_interface = SessionInterface()
     app.extensions[EXT] = AuthState(
-        users=UsersFile(users_path), get_inspector=get_inspector or _app_inspector, clock=cfg["CLOCK"],
-        trusted=parse_networks(cfg["TRUSTED_PROXIES"]),
-        group_roles=parse_group_roles(cfg["AUTH_GROUP_ROLES"]))
-    app.before_request(request_id)
+        users=UsersFile(users_path), get_inspector=get_inspector or _app_inspector, clock=cfg["ASYNQPY_CLOCK"],
+        trusted=parse_networks(cfg["ASYNQPY_TRUSTED_PROXIES"]),
+        group_roles=parse_group_roles(cfg["ASYNQPY_AUTH_GROUP_ROLES"]))
+    app.before_request(_start_request)
     app.after_request(_headers)
