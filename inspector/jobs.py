@@ -98,9 +98,10 @@ def create(ctx: Ctx, action: str, q: str, state: TaskState | str, *, rate: float
     total = int(ctx.redis.llen(key) if kind == "list" else ctx.redis.zcard(key))
     job_id = secrets.token_hex(8)
     now = ctx.now()
-    fields: dict[Any, Any] = {"action": action, "queue": q, "state": st.value, "group": group, "total": total, "done": 0,
-              "changed": 0, "rate": float(rate), "status": "running", "user": user, "error": "",
-              "started_at": now, "updated_at": now}
+    fields: dict[Any, Any] = {"action": action, "queue": q, "state": st.value, "group": group, "total": total,
+                              "done": 0, "changed": 0, "rate": float(rate), "status": "running", "user": user,
+                              "error": "",
+                              "started_at": now, "updated_at": now}
     pipe = ctx.redis.pipeline(transaction=True)
     pipe.hset(_key(job_id), mapping=fields)
     pipe.expire(_key(job_id), JOB_TTL)
