@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from asynqpy.errors import UsageError
 from asynqpy.mux import ServeMux
-from asynqpy.plugins import command_registrars
+from asynqpy.plugins import command_registrars, dev_addons
 
 
 def load_mux(spec: str) -> ServeMux:
@@ -75,17 +75,17 @@ def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("dev", help="embedded Valkey + demo worker + demo producer (+ dashboard when installed)")
     p.add_argument("--redis-url", help="use this server instead of starting the embedded one")
     p.add_argument("--port", type=int, default=0, help="port of the embedded server (default: a free one)")
-    p.add_argument("--web-port", type=int, default=8080, help="dashboard port (default 8080)")
     p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
     p.add_argument("--no-demo", action="store_true", help="no demo producer")
+    for addon in dev_addons():  # e.g. the dashboard adds --web-port
+        addon.add_arguments(p)
     p.set_defaults(func=_cmd_dev)
 
 
 def _cmd_dev(args: argparse.Namespace) -> int:
     from asynqpy.devserver import run_dev
 
-    return run_dev(redis_url=args.redis_url, port=args.port, web_port=args.web_port, rate=args.rate,
-                   demo=not args.no_demo)
+    return run_dev(redis_url=args.redis_url, port=args.port, rate=args.rate, demo=not args.no_demo, args=args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import threading
@@ -9,14 +10,16 @@ from typing import Any
 
 from asynqpy import demo as demo_app
 from asynqpy.embedded import DEV_STATE_DIR, DEV_URL_FILE, EmbeddedServer
+from asynqpy.plugins import DevContext, RunningAddon, dev_addons
 from asynqpy.server import Server
 
 log = logging.getLogger("asynqpy")
 
 
-def run_dev(*, redis_url: str | None = None, port: int = 0, web_port: int = 8080, rate: float = 4.0,
-            demo: bool = True, stop: threading.Event | None = None) -> int:
-    """Run until SIGINT/SIGTERM (or `stop` is set). Returns the exit code."""
+def run_dev(*, redis_url: str | None = None, port: int = 0, rate: float = 4.0, demo: bool = True,
+            stop: threading.Event | None = None, args: argparse.Namespace | None = None) -> int:
+    """Run until SIGINT/SIGTERM (or `stop` is set), with the installed add-ons (the dashboard...) started with
+    `args` (the parsed command line, holding the add-ons' options). Returns the exit code."""
     stop = stop or threading.Event()
     embedded: EmbeddedServer | None = None
     if redis_url is None:
@@ -25,20 +28,20 @@ def run_dev(*, redis_url: str | None = None, port: int = 0, web_port: int = 8080
         DEV_URL_FILE.write_text(redis_url + "\n")
     server = Server(redis_url, queues=demo_app.QUEUES, concurrency=20)
     threads: list[threading.Thread] = []
-    web: Any = None
+    addons: list[RunningAddon] = []
     try:
         server.start(demo_app.mux)
         if demo:
             t = threading.Thread(target=demo_app.produce, args=(redis_url, stop, rate), daemon=True)
             t.start()
             threads.append(t)
-        web = _start_dashboard(redis_url, web_port)
-        _print_banner(redis_url, embedded, web_port if web else None, demo)
+        addons = _start_addons(DevContext(redis_url, DEV_STATE_DIR, args or argparse.Namespace()))
+        _print_banner(redis_url, embedded, [line for a in addons for line in a.banner], demo)
         _wait(stop)
     finally:
         stop.set()
-        if web is not None:
-            web.shutdown()
+        for a in reversed(addons):
+            a.stop()
         server.shutdown()
         for t in threads:
             t.join(5)
@@ -48,23 +51,24 @@ def run_dev(*, redis_url: str | None = None, port: int = 0, web_port: int = 8080
     return 0
 
 
-def _start_dashboard(redis_url: str, port: int) -> Any:
-    """The web dashboard, when the webui package is present (it arrives with a later issue)."""
-    try:
-        from webui.devserve import serve_in_thread  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return serve_in_thread(redis_url, port)
+def _start_addons(ctx: DevContext) -> list[RunningAddon]:
+    """Start every installed add-on; one that fails is reported and skipped (dev goes on without it)."""
+    out = []
+    for addon in dev_addons():
+        try:
+            out.append(addon.start(ctx))
+        except Exception as exc:  # an add-on's failure must not take the worker down
+            log.warning("asynqpy dev: %s could not start: %s", addon.name, exc)
+    return out
 
 
-def _print_banner(redis_url: str, embedded: EmbeddedServer | None, web_port: int | None, with_demo: bool) -> None:
+def _print_banner(redis_url: str, embedded: EmbeddedServer | None, extra: list[str], with_demo: bool) -> None:
     lines = ["", "asynqpy dev is running (Ctrl-C stops everything)",
              f"  Redis:     {redis_url}" + (f"  (embedded Valkey, data in {embedded.data_dir})" if embedded else ""),
              f"  Worker:    queues {demo_app.QUEUES}, concurrency 20, demo handlers from asynqpy.demo"]
     if with_demo:
         lines.append("  Producer:  a demo mix of emails, reports, CRM syncs and scheduled cleanups")
-    if web_port:
-        lines.append(f"  Dashboard: http://127.0.0.1:{web_port}/")
+    lines += [f"  {line}" for line in extra]
     lines += ["  Try:       asynqpy stats    |    asynqpy task ls --queue default --state archived", ""]
     print("\n".join(lines), flush=True)
 
