@@ -253,7 +253,8 @@ class AuditLog:
         prev: AuditRecord | None = None
         checked = 0
         first_seq = 0
-        for sid, fields in self.records():
+        entries = self.records()
+        for sid, fields in entries:
             try:
                 rec = _parse(sid, fields)
             except ValueError as exc:
@@ -263,6 +264,9 @@ class AuditLog:
             first_seq = first_seq or rec.seq
             brk = _check_link(prev, rec)
             if brk is not None:
+                if brk.kind == "removed" and prev is not None and _seq_later(entries, prev.seq, rec.seq):
+                    brk = ChainBreak(rec.id, rec.seq, "reordered",
+                                     f"record seq {rec.seq} comes before a record between seq {prev.seq} and it")
                 return Verdict(False, checked, first_seq, rec.seq, brk)
             prev = rec
         with redis_errors():
@@ -275,6 +279,17 @@ class AuditLog:
                 f"the newest record should be seq {seq} but the stream ends at seq {last}: "
                 "records after it were removed or the newest was edited"))
         return Verdict(True, checked, first_seq, last)
+
+
+def _seq_later(entries: Iterator[tuple[str, dict[bytes, bytes]]], low: int, high: int) -> bool:
+    """Whether a later entry holds a seq strictly between low and high (then the gap is a move, not a loss)."""
+    for sid, fields in entries:
+        try:
+            if low < _parse(sid, fields).seq < high:
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def _check_link(prev: AuditRecord | None, rec: AuditRecord) -> ChainBreak | None:

@@ -4,10 +4,10 @@ For the app factory: ``auth.init_app(app, get_inspector)``, before the other blu
 sessions, security headers and the /audit page (settings: see webui.security). Then:
 
 - ``g.user``: a ``webui.users.User`` (``.name``, ``.role``, ``.can(role)``, ``.sso``) or None. Anonymous
-  requests are sent to /login?next=... except /login, /healthz, /metrics and /static (``PUBLIC_ENDPOINTS``,
+  requests are sent to /login?next=... except /login, /healthz, /metrics and /static/ (``PUBLIC_PATHS``,
   or decorate a view with ``public``); htmx requests get 401 with an HX-Redirect header instead.
-- ``@require_role("operator")`` on a view: 403 unless the user's role includes it, and 403 for anything
-  above viewer in read-only mode (``ASYNQPY_READ_ONLY``), whatever the role. Roles: viewer < operator < admin.
+- ``@require_role("operator")`` on a view: 403 unless the user's role includes it, and 403 for any change
+  (non-GET) above viewer in read-only mode (``ASYNQPY_READ_ONLY``), whatever the role. Roles: viewer < operator < admin.
   ``can(role)`` (alias ``user_can``) answers the same question inside a view or a template.
 - templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
   ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
@@ -43,7 +43,7 @@ log = logging.getLogger("asynqpy.web")
 bp = Blueprint("auth", __name__)
 F = TypeVar("F", bound=Callable[..., Any])
 PUBLIC_ENDPOINTS = {"auth.login", "static", "healthz", "metrics.metrics"}
-PUBLIC_PREFIXES = ("/login", "/healthz", "/metrics", "/static/")
+PUBLIC_PATHS = ("/login", "/healthz", "/metrics")
 LOGIN_FAILED = "Invalid username or password."
 
 
@@ -59,7 +59,7 @@ def _is_public() -> bool:
     view = current_app.view_functions.get(request.endpoint or "")
     if view is not None and getattr(view, "_asynqpy_public", False):
         return True
-    return request.endpoint is None and request.path.startswith(PUBLIC_PREFIXES)
+    return request.path in PUBLIC_PATHS or request.path.startswith("/static/")
 
 
 def safe_next(target: str | None) -> str:
@@ -123,7 +123,7 @@ def refuse_in_read_only() -> None:
 
 
 def require_role(role: str) -> Callable[[F], F]:
-    """Decorate a view: 403 unless g.user's role includes role (and, above viewer, not in read-only mode).
+    """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
 
     A refused change (non-GET) is written to the audit log with outcome "denied". Raises ValueError at
     decoration time for an unknown role.
@@ -138,7 +138,7 @@ def require_role(role: str) -> Callable[[F], F]:
             if user is None:
                 abort(401)
             reason = None
-            if role != "viewer" and security.read_only():
+            if role != "viewer" and security.read_only() and request.method not in csrf.SAFE_METHODS:
                 reason = "the dashboard is read-only: no changes can be made"
             elif not role_allows(user.role, role):
                 reason = f"this needs the {role} role; {user.name} is {user.role}"
