@@ -179,6 +179,8 @@ def _register(app: Flask) -> None:
     @app.errorhandler(ValueError)
     @app.errorhandler(TypeError)
     def known_error(exc: Exception) -> Any:
+        if request.endpoint == "pages.healthz":  # e.g. the session lookup failed before the view ran
+            return {"status": "unavailable", "reason": str(exc)}, status_for(exc)
         return render.error_page(exc, status_for(exc))
 
     @app.errorhandler(404)

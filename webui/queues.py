@@ -25,7 +25,7 @@ def default_state(info: QueueInfo) -> str:
 def paging() -> tuple[int, int]:
     """?page= and ?size=, bounded. Raises ValueError for a page below 1."""
     cfg = current_app.config
-    num = request.args.get("page", 1, type=int) or 1
+    num = request.args.get("page", 1, type=int)
     size = request.args.get("size", cfg["ASYNQPY_PAGE_SIZE"], type=int) or cfg["ASYNQPY_PAGE_SIZE"]
     if num < 1:
         raise ValueError("page must be 1 or more")
