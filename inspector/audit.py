@@ -158,7 +158,7 @@ class AuditLog:
                  clock: Callable[[], float] = time.time) -> None:
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise InvalidArgumentError(f"cap must be a positive int, got {cap!r}", argument="cap")
-        self.redis = connection
+        self.redis: Any = connection  # binary replies; redis-py types them loosely
         self.runner = SyncRunner(connection)
         self.cap = cap
         self.clock = clock

@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -49,7 +50,7 @@ class SessionStore:
 
     def __init__(self, connection: redis.Redis, *, idle: float = 3600, absolute: float = 12 * 3600,
                  clock: Callable[[], float] = time.time) -> None:
-        self.redis = connection
+        self.redis: Any = connection  # binary replies; redis-py types them loosely
         self.idle = idle
         self.absolute = absolute
         self.clock = clock
@@ -132,7 +133,7 @@ class LoginThrottle:
 
     def __init__(self, connection: redis.Redis, *, per_user: int = 5, per_addr: int = 20,
                  window: int = 900) -> None:
-        self.redis = connection
+        self.redis: Any = connection  # binary replies; redis-py types them loosely
         self.runner = SyncRunner(connection)
         self.per_user = per_user
         self.per_addr = per_addr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -18,12 +19,12 @@ def _fill(log: AuditLog, n: int) -> list[str]:
             for i in range(n)]
 
 
-def _record(r: redis.Redis, sid: str) -> dict:
+def _record(r: Any, sid: str) -> dict:
     [(_, fields)] = r.xrange(STREAM, sid, sid)
     return json.loads(fields[b"r"])
 
 
-def _rewrite(r: redis.Redis, records: dict[str, dict]) -> None:
+def _rewrite(r: Any, records: dict[str, dict]) -> None:
     """Rebuild the stream with the same ids, replacing the records given by id (what someone with write access
     to Redis would do to edit a stream in place)."""
     entries = [(sid.decode(), f) for sid, f in r.xrange(STREAM)]
