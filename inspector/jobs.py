@@ -166,8 +166,8 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
                 ctx.redis.hset(key, mapping={"status": "done", "updated_at": ctx.now()})
                 break
             n = min(chunk, MAX_CHUNK, left)
-            if job.rate > 0:
-                n = max(1, min(n, int(job.rate)))
+            if job.rate > 0:  # small chunks ten times a second, so the rate holds at every moment
+                n = max(1, min(n, -(-int(job.rate) // 10)))
                 wait = start + job.done / job.rate - time.monotonic()
                 if wait > 0:
                     sleep(wait)

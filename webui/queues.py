@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, abort, current_app, request
 
 from asynqpy.task import TaskState
+from inspector.jobs import Job
 from inspector.models import QueueInfo, SearchResult, TaskPage
 from webui import inspector, snapshot
 from webui.auth import require_role
@@ -64,7 +65,13 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     return page("queue.html", "partials/_queue.html", status=status, info=info, state=state, tasks=tasks,
                 result=result, search=flt, page_num=num, page_size=size, pages=pages, total=total,
                 groups=groups, group=group, message=message, kind=kind, now=inspector().now(),
-                jobs=inspector().jobs(queue=queue, limit=5))
+                jobs=recent_jobs(queue))
+
+
+def recent_jobs(queue: str) -> list[Job]:
+    """The queue's running jobs and those that ended in the last half minute (their final count shows)."""
+    now = inspector().now()
+    return [j for j in inspector().jobs(queue=queue, limit=5) if not j.finished or now - j.updated_at < 30]
 
 
 @bp.get("/queues/<queue>")

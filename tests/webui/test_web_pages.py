@@ -12,8 +12,7 @@ from flask.testing import FlaskClient
 
 from asynqpy import Client, Task
 from asynqpy.embedded import EmbeddedServer
-from tests.webui.authkit import app, client, login, make_app, users_path  # noqa: F401
-from tests.webui.webkit import HOSTILE_TYPE, as_role, state  # noqa: F401
+from tests.webui.authkit import login, make_app
 
 COLUMNS = {
     "active": ["ID", "Type", "Payload", "Status", "Lease until", "Deadline"],
@@ -156,7 +155,7 @@ def test_healthz_needs_no_login(client: FlaskClient, redis_url: str) -> None:
     assert resp.status_code == 200 and resp.get_json()["status"] == "ok"
 
 
-def test_redis_down_shows_a_banner_never_a_500(users_path: Path) -> None:  # noqa: F811
+def test_redis_down_shows_a_banner_never_a_500(users_path: Path) -> None:
     server = EmbeddedServer().start()
     app = make_app(server.url, users_path)
     c = app.test_client()
