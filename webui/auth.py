@@ -35,6 +35,7 @@ from flask import (
     session,
     url_for,
 )
+from werkzeug.exceptions import HTTPException
 
 from webui import audit, csrf, security
 from webui.users import ROLES, User, role_allows
@@ -213,6 +214,13 @@ def logout() -> Any:
 user_can = can
 
 
+def _refused(exc: HTTPException) -> Any:
+    """400/401/403 as the dashboard's error page (an htmx request gets the message in place)."""
+    from webui import render  # the app's pages; imported late because it imports from this module's package
+
+    return render.error_page(exc, exc.code or 403)
+
+
 def _template_globals() -> dict[str, Any]:
     return {"can": can, "current_user": g.get("user"), "read_only": security.read_only()}
 
@@ -230,6 +238,8 @@ def init_app(app: Flask, get_inspector: Callable[[], Any] | None = None) -> None
     app.before_request(refuse_in_read_only)
     csrf.init_app(app)
     app.context_processor(_template_globals)
+    for code in (400, 401, 403):
+        app.register_error_handler(code, _refused)
     app.register_blueprint(bp)
     from webui import auditviews  # it imports require_role from here
 

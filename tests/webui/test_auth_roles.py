@@ -64,7 +64,9 @@ def test_viewer_reads_but_cannot_change(client: FlaskClient, queue: str, redis_u
     assert client.get("/").status_code == 200
     assert client.get("/queues/q").status_code == 200
     resp = client.post("/queues/q/pause", headers={"X-CSRF-Token": token(client)})
-    assert resp.status_code == 403
+    assert resp.status_code == 403 and "this needs the operator role; vera is viewer" in resp.get_data(as_text=True)
+    resp = client.post("/queues/q/pause", headers={"X-CSRF-Token": token(client), "HX-Request": "true"})
+    assert resp.status_code == 403 and resp.headers["HX-Retarget"] == "#messages"
     assert not _paused(redis_url, "q")
     denied = [x for x in _audit(r) if x.outcome == "denied"]
     assert denied and denied[0].user == "vera" and denied[0].queue == "q"
