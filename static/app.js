@@ -30,6 +30,10 @@
       var d = new Date(t.getAttribute("datetime"));
       if (isNaN(d)) { return; }
       t.setAttribute("data-local", "1");
+      if (t.closest("td") && t.closest("table.tasks, table.errors, table.servers, table.entries")) {
+        t.title = fmt.format(d) + " (local)";  // tables stay compact: local time on hover
+        return;
+      }
       var span = document.createElement("span");
       span.className = "local";
       span.textContent = " (" + fmt.format(d) + " local)";

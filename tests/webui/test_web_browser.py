@@ -1,0 +1,151 @@
+"""End to end in a real browser: Playwright driving Debian's chromium against `asynqpy web` under gunicorn.
+
+An operator logs in through the form, opens a queue's archived tasks, presses Replay and sees the task leave
+the tab; an admin finds the audit record; pages full of hostile task types and payloads fire no dialog and
+inject no element. Screenshots of the overview, a queue page and a task page go to tests/artifacts/ (ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from asynqpy.embedded import free_port
+from tests.webui.authkit import PASSWORDS
+from tests.webui.webkit import make_state
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+BROWSER_DB = 14
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
+                                "(.ci/run installs it: apt-get install chromium)")
+
+
+@pytest.fixture(scope="session")
+def web(redis_server_url: str, users_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`asynqpy web` (gunicorn, 2 workers) on a free port, on database 14 of the session's server, started once."""
+    url = redis_server_url.rsplit("/", 1)[0] + f"/{BROWSER_DB}"
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    port = free_port()
+    env = {**os.environ, "ASYNQPY_WEB_SECRET": "browser-test-secret-" + "y" * 32, "ASYNQPY_SAMPLE_SECONDS": "1"}
+    log = tmp_path_factory.mktemp("web") / "gunicorn.log"
+    exe = Path(sys.executable).with_name("asynqpy")
+    proc = subprocess.Popen([str(exe), "web", "--bind", f"127.0.0.1:{port}", "--workers", "2", "--users",
+                             str(users_path), "--redis-url", url], env=env, stdout=log.open("w"),
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"asynqpy web did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield {"base": base, "url": url, "redis": r}
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        r.flushdb()
+        r.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def data(web: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    web["redis"].flushdb()
+    yield make_state(web["url"])
+    web["redis"].flushdb()
+
+
+def _login(page: Any, base: str, name: str) -> None:
+    page.goto(base + "/login")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(PASSWORDS[name])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(base + "/")
+
+
+def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], browser: Any,
+                                                           data: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    base = web["base"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    dialogs: list[str] = []
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = ctx.new_page()
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    _login(page, base, "otto")
+    expect(page.locator("#overview")).to_contain_text("mail")
+    page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
+
+    page.get_by_role("link", name="mail", exact=True).first.click()
+    page.get_by_role("tab", name="Archived 3").click()
+    tid = data["archived"][1]
+    row = page.locator(f'tr[data-task-id="{tid}"]')
+    expect(row).to_have_count(1)
+    page.screenshot(path=str(ARTIFACTS / "queue.png"), full_page=True)
+    row.get_by_role("button", name="Replay").click()
+    expect(page.locator("#queue-body .message")).to_contain_text(f"task {tid} replayed")
+    expect(row).to_have_count(0)
+    expect(page.get_by_role("tab", name="Archived 2")).to_be_visible()
+
+    page.goto(f"{base}/queues/mail/tasks/{data['archived'][0]}")
+    expect(page.locator("h1")).to_contain_text(data["archived"][0])
+    page.screenshot(path=str(ARTIFACTS / "task.png"), full_page=True)
+
+    page.get_by_role("button", name="Log out").click()
+    _login(page, base, "ada")
+    page.goto(base + "/audit?action=task.run")
+    expect(page.locator("#audit-table")).to_contain_text(tid)
+    expect(page.locator("#audit-table")).to_contain_text("otto")
+    assert dialogs == []
+    ctx.close()
+
+
+def test_hostile_types_and_payloads_stay_inert(web: dict[str, Any], browser: Any, data: dict[str, Any]) -> None:
+    base = web["base"]
+    dialogs: list[str] = []
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    _login(page, base, "ada")
+    hostile = data["archived"][0]
+    for path in ("/", "/queues/mail/archived", "/queues/mail/retry", f"/queues/mail/tasks/{hostile}", "/errors"):
+        page.goto(base + path)
+        page.wait_for_load_state("networkidle")
+        assert page.locator("#pwn").count() == 0, path
+        assert page.locator("main script").count() == 0, path
+        assert page.locator("main img").count() == 0, path
+    page.goto(base + "/queues/mail/archived")
+    assert page.get_by_text("<img src=x onerror=", exact=False).count() >= 1  # shown as text
+    assert dialogs == [] and errors == []
+    ctx.close()
