@@ -28,12 +28,14 @@ THROTTLE_PREFIX = "asynqpy:web:throttle:"
 
 @dataclass(frozen=True)
 class WebSession:
-    """A live login session: its id, the user's name, how the user logged in, when (Unix seconds)."""
+    """A live login session: its id, the user's name, when it began and was last used (Unix seconds), and the
+    credential stamp it was made with (a session whose stamp no longer matches the user's is stale)."""
 
     id: str
     user: str
     created: float
     seen: float
+    stamp: str = ""
 
 
 def _key(sid: str) -> str:
@@ -55,18 +57,18 @@ class SessionStore:
         self.absolute = absolute
         self.clock = clock
 
-    def create(self, user: str) -> WebSession:
-        """A new session for user with a fresh random id (the cookie carries it)."""
+    def create(self, user: str, stamp: str = "") -> WebSession:
+        """A new session for user with a fresh random id (the cookie carries it); stamp: see WebSession."""
         now = self.clock()
         sid = secrets.token_urlsafe(32)
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
-            pipe.hset(_key(sid), mapping={"user": user, "created": repr(now), "seen": repr(now)})
+            pipe.hset(_key(sid), mapping={"user": user, "created": repr(now), "seen": repr(now), "stamp": stamp})
             pipe.expire(_key(sid), self._ttl(now, now))
             pipe.sadd(USER_SESSIONS_PREFIX + user, _key(sid))
             pipe.expire(USER_SESSIONS_PREFIX + user, int(self.absolute) + 60)
             pipe.execute()
-        return WebSession(sid, user, now, now)
+        return WebSession(sid, user, now, now, stamp)
 
     def get(self, sid: str, *, touch: bool = True) -> WebSession | None:
         """The live session with this id, or None (unknown, logged out, idle or past its absolute timeout).
@@ -77,7 +79,7 @@ class SessionStore:
             return None
         key = _key(sid)
         with redis_errors():
-            user, created, seen = self.redis.hmget(key, "user", "created", "seen")
+            user, created, seen, stamp = self.redis.hmget(key, "user", "created", "seen", "stamp")
             if user is None or created is None:
                 return None
             now = self.clock()
@@ -91,7 +93,7 @@ class SessionStore:
                 pipe.expire(key, self._ttl(c, now))
                 pipe.execute()
                 s = now
-        return WebSession(sid, user.decode(), c, s)
+        return WebSession(sid, user.decode(), c, s, (stamp or b"").decode())
 
     def end(self, sid: str) -> bool:
         """End one session (logout). True when it was live."""

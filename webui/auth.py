@@ -102,8 +102,12 @@ def load_user() -> Response | None:
     g.user = _sso_user()
     sid = session.get("sid")
     if g.user is None and isinstance(sid, str):
-        live = security.state().sessions.get(sid)
-        stored = security.state().users.get(live.user) if live else None
+        st = security.state()
+        live = st.sessions.get(sid)
+        stored = st.users.get(live.user) if live else None
+        if live is not None and (stored is None or live.stamp != st.users.stamp(live.user)):
+            st.sessions.end(sid)  # removed, or password changed since: this session is over
+            stored = None
         if stored is None:
             session.pop("sid", None)
         g.user = stored
@@ -192,7 +196,7 @@ def login() -> Any:
     if isinstance(old, str):
         st.sessions.end(old)
     session.clear()  # a new session id and a new CSRF token: nothing planted before login survives it
-    session["sid"] = st.sessions.create(user.name).id
+    session["sid"] = st.sessions.create(user.name, st.users.stamp(user.name)).id
     csrf.rotate()
     g.user = user
     audit.record("login", outcome="ok")

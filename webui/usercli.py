@@ -1,4 +1,8 @@
-"""`asynqpy user add|ls|rm|passwd|role`: manage the dashboard's users file (see webui.users)."""
+"""`asynqpy user add|ls|rm|passwd|role`: manage the dashboard's users file (see webui.users).
+
+Each change is also written to the audit log (user: the OS account, role "cli") and rm/passwd end the user's
+open dashboard sessions, when Redis can be reached; the users file is what counts either way.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--users", metavar="PATH", default=None,
                    help="the users file (default: ASYNQPY_WEB_USERS, else ./asynqpy-users.toml)")
+    p.add_argument("--redis-url", default=argparse.SUPPRESS,
+                   help="where the dashboard keeps its audit log and sessions (default: as for other commands)")
     return p
 
 
@@ -34,18 +40,30 @@ def _password(args: argparse.Namespace) -> str:
     return check_password(first)
 
 
-def _end_sessions(args: argparse.Namespace, name: str) -> str:
-    """End the user's dashboard sessions in Redis (best effort: the users file is what counts)."""
+def _record(args: argparse.Namespace, action: str, name: str, detail: str, *, end_sessions: bool = False) -> str:
+    """Best effort, through Redis: write the change to the audit log (user: the OS account that ran the command,
+    role "cli") and, for rm and passwd, end the user's dashboard sessions. Returns a note for the output."""
     try:
         from asynqpy.embedded import default_redis_url
+        from inspector.audit import AuditLog
         from inspector.guard import GuardedInspector
         from inspector.webstate import SessionStore
 
         with GuardedInspector(getattr(args, "redis_url", None) or default_redis_url()) as insp:
-            n = SessionStore(insp.redis).end_user(name)
+            insp.redis.connection_pool.connection_kwargs["socket_connect_timeout"] = 2
+            AuditLog(insp.redis).append(action, outcome="ok", user=_os_user(), role="cli", addr="localhost",
+                                        detail=f"{name}: {detail}")
+            n = SessionStore(insp.redis).end_user(name) if end_sessions else 0
         return f"; ended {n} dashboard session(s)" if n else ""
-    except Exception as exc:  # Redis down or not configured: the change stands, sessions end on next request
-        return f"; could not reach Redis to end open sessions ({exc.__class__.__name__})"
+    except Exception as exc:  # Redis down or elsewhere: the users file is what counts; the dashboard rechecks it
+        return f" (not in the audit log: Redis unreachable: {exc.__class__.__name__})"
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -54,7 +72,8 @@ def _add(args: argparse.Namespace) -> int:
     if users.get(args.name) is not None and not args.replace:
         raise UsageError(f"user {args.name!r} already exists in {users.path}; use `asynqpy user passwd` or --replace")
     users.add(args.name, args.role, _password(args), replace=args.replace)
-    print(f"added {args.name} ({args.role}) to {users.path}")
+    note = _record(args, "user.add", args.name, f"added as {args.role}", end_sessions=args.replace)
+    print(f"added {args.name} ({args.role}) to {users.path}{note}")
     return 0
 
 
@@ -76,7 +95,7 @@ def _ls(args: argparse.Namespace) -> int:
 def _rm(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     users.remove(args.name)
-    print(f"removed {args.name} from {users.path}{_end_sessions(args, args.name)}")
+    print(f"removed {args.name} from {users.path}{_record(args, 'user.rm', args.name, 'removed', end_sessions=True)}")
     return 0
 
 
@@ -85,14 +104,15 @@ def _passwd(args: argparse.Namespace) -> int:
     if users.get(args.name) is None:
         raise UsageError(f"no user {args.name!r} in {users.path}")
     users.set_password(args.name, _password(args))
-    print(f"changed the password of {args.name}{_end_sessions(args, args.name)}")
+    note = _record(args, "user.passwd", args.name, "password changed", end_sessions=True)
+    print(f"changed the password of {args.name}{note}")
     return 0
 
 
 def _role(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     users.set_role(args.name, args.role)
-    print(f"{args.name} is now {args.role}")
+    print(f"{args.name} is now {args.role}{_record(args, 'user.role', args.name, f'role set to {args.role}')}")
     return 0
 
 
@@ -114,7 +134,6 @@ def register(subparsers: Any) -> None:
                            ("passwd", _passwd, "set a user's password and end their sessions")):
         p = user.add_parser(name, parents=c, help=text)
         p.add_argument("name")
-        p.add_argument("--redis-url", default=argparse.SUPPRESS, help="where the dashboard keeps its sessions")
         if name == "passwd":
             p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
         p.set_defaults(func=fn)

@@ -159,6 +159,14 @@ class UsersFile:
         u = self._load().get(name)
         return User(name, u["role"]) if u else None
 
+    def stamp(self, name: str) -> str:
+        """A short fingerprint of the user's password hash: sessions made before a password change (by command or
+        by hand) no longer match it. "" for an unknown user. (A role change needs none: roles are read live.)"""
+        u = self._load().get(name)
+        if not u:
+            return ""
+        return hashlib.sha256(u["password"].encode()).hexdigest()[:16]
+
     def authenticate(self, name: str, password: str) -> User | None:
         """The user when name and password match, else None; an unknown name takes as long as a wrong password."""
         u = self._load().get(name) if isinstance(name, str) else None

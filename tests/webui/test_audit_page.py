@@ -8,10 +8,7 @@ import redis
 from flask.testing import FlaskClient
 
 from inspector.audit import AuditLog
-from tests.webui import authkit
 from tests.webui.authkit import login, token
-
-app, client, users_path = authkit.app, authkit.client, authkit.users_path  # fixtures
 
 
 def _seed(r: redis.Redis) -> None:

@@ -13,10 +13,7 @@ from flask.testing import FlaskClient
 from asynqpy import Client, Task
 from inspector import Inspector
 from inspector.audit import AuditLog
-from tests.webui import authkit
 from tests.webui.authkit import login, make_app, token
-
-app, client, users_path = authkit.app, authkit.client, authkit.users_path  # fixtures
 
 
 @pytest.fixture

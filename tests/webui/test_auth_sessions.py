@@ -12,12 +12,9 @@ import redis
 from flask.testing import FlaskClient
 
 from inspector.audit import AuditLog
-from tests.webui import authkit
 from tests.webui.authkit import form_token, login, make_app, token
 from webui import users as users_mod
 from webui.users import create_user
-
-app, client, users_path = authkit.app, authkit.client, authkit.users_path  # fixtures
 
 
 def _cookie(c: FlaskClient) -> str:
@@ -182,3 +179,15 @@ def test_the_generated_key_file_is_private_and_shared(redis_url: str, users_path
     monkeypatch.setenv("ASYNQPY_WEB_SECRET", "from-the-environment")
     three = make_app(redis_url, users_path, SECRET_KEY=None, ASYNQPY_SECRET_FILE=str(key))
     assert three.config["SECRET_KEY"] == "from-the-environment"
+
+
+def test_a_password_change_ends_open_sessions(redis_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    create_user(path, "ann", "operator", "pw-ann-1")
+    app = make_app(redis_url, path)
+    c = app.test_client()
+    login(c, "ann", "pw-ann-1")
+    assert c.get("/").status_code == 200
+    users_mod.UsersFile(path).set_password("ann", "pw-ann-2")  # as `asynqpy user passwd` or a hand edit would
+    assert c.get("/").status_code == 303
+    assert login(c, "ann", "pw-ann-2").status_code == 303 and c.get("/").status_code == 200

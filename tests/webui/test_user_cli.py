@@ -29,7 +29,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest
 def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
     path = tmp_path / "users.toml"
-    f = ["--users", str(path)]
+    f = ["--users", str(path), "--redis-url", redis_url]
     code, out, _ = run(["user", "add", "ann", "--role", "admin", "--password-stdin", *f], capsys, monkeypatch,
                        "s3cret pass\n")
     assert code == 0 and "added ann (admin)" in out
@@ -44,21 +44,34 @@ def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, out, _ = run(["user", "ls", "--json", *f], capsys, monkeypatch)
     assert json.loads(out) == [{"name": "ann", "role": "admin"}, {"name": "bob", "role": "viewer"}]
 
-    code, out, _ = run(["user", "passwd", "bob", "--password-stdin", "--redis-url", redis_url, *f], capsys,
+    code, out, _ = run(["user", "passwd", "bob", "--password-stdin", *f], capsys,
                        monkeypatch, "new-pw\n")
     assert code == 0 and "changed the password of bob" in out
     assert UsersFile(path).authenticate("bob", "new-pw") is not None
     assert UsersFile(path).authenticate("bob", "pw-bob") is None
     assert run(["user", "role", "bob", "operator", *f], capsys, monkeypatch)[0] == 0
     assert UsersFile(path).get("bob").role == "operator"  # type: ignore[union-attr]
-    code, out, _ = run(["user", "rm", "bob", "--redis-url", redis_url, *f], capsys, monkeypatch)
+    code, out, _ = run(["user", "rm", "bob", *f], capsys, monkeypatch)
     assert code == 0 and "removed bob" in out
     assert [u.name for u in UsersFile(path).all()] == ["ann"]
+    recs = AuditLog(redis.Redis.from_url(redis_url)).list().records
+    assert [(x.action, x.role, x.detail) for x in reversed(recs)] == [
+        ("user.add", "cli", "ann: added as admin"), ("user.add", "cli", "bob: added as viewer"),
+        ("user.passwd", "cli", "bob: password changed"), ("user.role", "cli", "bob: role set to operator"),
+        ("user.rm", "cli", "bob: removed")]
+
+
+def test_user_changes_stand_when_redis_is_down(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    f = ["--users", str(tmp_path / "u.toml"), "--redis-url", "redis://127.0.0.1:1/0"]
+    code, out, _ = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "p\n")
+    assert code == 0 and "not in the audit log: Redis unreachable" in out
+    assert UsersFile(tmp_path / "u.toml").get("ann") is not None
 
 
 def test_user_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                             monkeypatch: pytest.MonkeyPatch) -> None:
-    f = ["--users", str(tmp_path / "users.toml")]
+                             monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    f = ["--users", str(tmp_path / "users.toml"), "--redis-url", redis_url]
     run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "pw\n")
     code, _, err = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "x\n")
     assert code == 2 and "already exists" in err
