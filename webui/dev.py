@@ -4,6 +4,7 @@ once (or taken from ASYNQPY_ADMIN_PASSWORD), on --web-port (default 8080)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import secrets
 import threading
@@ -51,6 +52,7 @@ class DashboardAddon:
         users = str(os.environ.get("ASYNQPY_WEB_USERS") or ctx.state_dir / "users.toml")
         printed = ensure_admin(users, os.environ.get(ENV_PASSWORD))
         app = create_app({"ASYNQPY_REDIS_URL": ctx.redis_url, "ASYNQPY_USERS": users})
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per htmx poll in the dev console
         server = make_server("127.0.0.1", port, app, threaded=True)
         thread = threading.Thread(target=server.serve_forever, name="asynqpy-dev-dashboard", daemon=True)
         thread.start()
