@@ -99,6 +99,9 @@ def _sso_user() -> User | None:
 
 def load_user() -> Response | None:
     """Before every request: put the signed-in user (or None) in g.user; send anonymous users to the login."""
+    g.user = None
+    if _is_public() and request.endpoint != "auth.login":
+        return None  # /healthz, /metrics, /static/: no Redis round trip for a session nobody needs
     g.user = _sso_user()
     sid = session.get("sid")
     if g.user is None and isinstance(sid, str):
@@ -111,7 +114,7 @@ def load_user() -> Response | None:
         if stored is None:
             session.pop("sid", None)
         g.user = stored
-    if g.user is not None or _is_public():
+    if g.user is not None or request.endpoint == "auth.login":
         return None
     target = request.script_root + request.full_path.rstrip("?")
     login = url_for("auth.login", next=target if request.method == "GET" else None)
