@@ -194,20 +194,17 @@ class UsersFile:
 
     def set_password(self, name: str, password: str) -> None:
         """Raises UserNotFoundError, InvalidArgumentError."""
-        check_password(password)
-        users = dict(self._load())
-        if name not in users:
-            raise UserNotFoundError(f"no user {name!r} in {self.path}")
-        users[name] = {**users[name], "password": hash_password(password)}
-        self._save(users)
+        self._update(name, password=hash_password(check_password(password)))
 
     def set_role(self, name: str, role: str) -> None:
         """Raises UserNotFoundError, InvalidArgumentError."""
-        check_role(role)
+        self._update(name, role=check_role(role))
+
+    def _update(self, name: str, **fields: str) -> None:
         users = dict(self._load())
         if name not in users:
             raise UserNotFoundError(f"no user {name!r} in {self.path}")
-        users[name] = {**users[name], "role": role}
+        users[name] = {**users[name], **fields}
         self._save(users)
 
     def _save(self, users: dict[str, dict[str, str]]) -> None:
