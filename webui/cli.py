@@ -77,6 +77,8 @@ def run_web(args: argparse.Namespace) -> int:
         def load_config(self) -> None:
             for k, v in options.items():
                 self.cfg.set(k, v)
+            if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 25: one shared path would collide
+                self.cfg.set("control_socket_disable", True)
 
         def load(self) -> Any:
             return wsgi
