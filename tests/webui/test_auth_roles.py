@@ -180,3 +180,43 @@ def token_of(html: str) -> str:
     m = re.search(r'"X-CSRF-Token": "([^"]+)"', html)
     assert m
     return m.group(1)
+
+
+PUBLIC = {"/login", "/healthz", "/metrics"}
+ARGS = {"queue": "q", "state": "archived", "action": "run", "task_id": "t1", "job_id": "j1", "filename": "app.css"}
+
+
+def _routes(app: Flask) -> list[tuple[str, set[str]]]:
+    out = []
+    for rule in app.url_map.iter_rules():
+        url = rule.rule
+        for arg in rule.arguments:
+            url = url.replace(f"<{arg}>", ARGS.get(arg, "x")).replace(f"<path:{arg}>", ARGS.get(arg, "x"))
+        out.append((url, set(rule.methods or ()) - {"HEAD", "OPTIONS"}))
+    return out
+
+
+def test_every_route_needs_a_login(app: Flask, queue: str) -> None:
+    c = app.test_client()
+    routes = _routes(app)
+    assert len(routes) > 15
+    for url, methods in routes:
+        if url in PUBLIC or url.startswith("/static/"):
+            continue
+        for method in methods:
+            resp = c.open(url, method=method)
+            assert resp.status_code in (303, 401), (method, url, resp.status_code)
+
+
+def test_every_change_is_refused_to_a_viewer(app: Flask, queue: str, redis_url: str) -> None:
+    c = app.test_client()
+    login(c, "vera")
+    tok = token(c)
+    posts = [url for url, methods in _routes(app) if "POST" in methods and url not in ("/login", "/logout")]
+    assert len(posts) >= 4
+    for url in posts:
+        resp = c.post(url, data={"all": "1", "ids": "t1"}, headers={"X-CSRF-Token": tok})
+        assert resp.status_code == 403, (url, resp.status_code)
+    assert not _paused(redis_url, "q")
+    with Inspector(redis_url) as insp:
+        assert insp.queue_info("q", memory=False).archived == 1
