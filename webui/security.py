@@ -265,6 +265,8 @@ def init_app(app: Flask, get_inspector: Callable[[], Any] | None = None) -> None
     cfg["SESSION_COOKIE_NAME"] = "asynqpy_session"
     cfg["SESSION_COOKIE_HTTPONLY"] = True
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
+    if isinstance(cfg["ASYNQPY_SECURE_COOKIES"], str):  # from the environment or a file
+        cfg["ASYNQPY_SECURE_COOKIES"] = cfg["ASYNQPY_SECURE_COOKIES"].strip().lower() in ("1", "true", "yes", "on")
     default = cfg["ASYNQPY_AUTH_DEFAULT_ROLE"]
     if default and default not in ROLES:
         raise ValueError(f"ASYNQPY_AUTH_DEFAULT_ROLE {default!r} is not one of {', '.join(ROLES)}")

@@ -191,3 +191,20 @@ def test_a_password_change_ends_open_sessions(redis_url: str, tmp_path: Path) ->
     users_mod.UsersFile(path).set_password("ann", "pw-ann-2")  # as `asynqpy user passwd` or a hand edit would
     assert c.get("/").status_code == 303
     assert login(c, "ann", "pw-ann-2").status_code == 303 and c.get("/").status_code == 200
+
+
+def test_settings_from_the_environment(redis_url: str, users_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASYNQPY_AUTH_HEADER", "X-Remote-User")
+    monkeypatch.setenv("ASYNQPY_TRUSTED_PROXIES", "10.1.0.0/16")
+    monkeypatch.setenv("ASYNQPY_AUTH_GROUP_ROLES", "sre=admin")
+    monkeypatch.setenv("ASYNQPY_SECURE_COOKIES", "false")
+    monkeypatch.setenv("ASYNQPY_READ_ONLY", "yes")
+    c = make_app(redis_url, users_path).test_client()
+    hdrs = {"X-Remote-User": "kim", "X-Forwarded-Groups": "sre"}
+    resp = c.get("/audit", headers=hdrs, environ_base={"REMOTE_ADDR": "10.1.2.3"}, base_url="https://dash.example")
+    assert resp.status_code == 200
+    assert "asynqpy_session=" in resp.headers["Set-Cookie"] and "Secure" not in resp.headers["Set-Cookie"]
+    assert "read-only" in resp.get_data(as_text=True)
+    monkeypatch.setenv("ASYNQPY_AUTH_GROUP_ROLES", "sre=root")
+    with pytest.raises(ValueError, match="unknown role"):
+        make_app(redis_url, users_path)
