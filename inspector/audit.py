@@ -272,6 +272,10 @@ class AuditLog:
         with redis_errors():
             head_hash, head_seq = self.redis.hmget(HEAD, "hash", "seq")
         last = prev.seq if prev else 0
+        if head_hash is None and prev is not None:
+            return Verdict(False, checked, first_seq, last, ChainBreak(
+                prev.id, last, "head", f"the chain's head ({HEAD}) is gone, so records after seq {last} may have been "
+                "removed with it"))
         if head_hash is not None and (prev is None or head_hash.decode() != prev.hash):
             seq = int(head_seq or 0)
             return Verdict(False, checked, first_seq, last, ChainBreak(

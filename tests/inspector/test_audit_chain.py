@@ -106,6 +106,15 @@ def test_verify_catches_removed_newest_records(r: redis.Redis) -> None:
     assert not v.ok and v.broken is not None and v.broken.kind == "removed" and v.broken.seq == 4
 
 
+def test_verify_catches_a_deleted_head(r: redis.Redis) -> None:
+    log = AuditLog(r)
+    ids = _fill(log, 3)
+    r.xdel(STREAM, ids[-1])
+    r.delete(HEAD)
+    v = log.verify()
+    assert not v.ok and v.broken is not None and v.broken.kind == "head"
+
+
 def test_verify_catches_reordered_records(r: redis.Redis) -> None:
     log = AuditLog(r)
     ids = _fill(log, 5)
