@@ -186,3 +186,29 @@ def test_pages_load_only_local_assets(as_role: Any, state: dict[str, Any], path:
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), "inline script"
     assert not re.search(r"<[a-zA-Z][^>]*\son[a-z]+\s*=", html), "inline event handler"
     assert "https://" not in html.split("<main>")[0]
+
+
+def test_servers_page_shows_what_each_worker_runs(as_role: Any, redis_url: str) -> None:
+    import threading
+
+    from asynqpy import ServeMux
+    from tests.helpers import running, wait_for
+
+    release = threading.Event()
+    mux = ServeMux()
+
+    @mux.handler("slow")
+    def slow(task: Any) -> None:
+        release.wait(10)
+
+    c = as_role("viewer")
+    with running(redis_url, mux, queues={"work": 1}, concurrency=2):
+        with Client(redis_url) as cl:
+            tid = cl.enqueue(Task("slow", b'{"n": 1}'), queue="work").id
+        def listed() -> str | None:
+            page = _html(c, "/servers")
+            return page if tid in page else None
+
+        html = wait_for(listed, what="the running task listed")
+        release.set()
+    assert "work</a>=1" in html and "1 / 2" in html and "slow" in html
