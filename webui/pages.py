@@ -16,6 +16,7 @@ from webui.render import page
 bp = Blueprint("pages", __name__)
 CHART_DAYS = (7, 30, 90)
 HISTORY_QUEUES = 200  # the daily chart sums at most this many queues (one read each)
+ENTRIES_PAGE = 50
 
 
 def _totals(infos: list[QueueInfo]) -> dict[str, int]:
@@ -88,9 +89,13 @@ def servers() -> Any:
 @require_role("viewer")
 def scheduler() -> Any:
     entries = inspector().scheduler_entries()
+    num = max(1, request.args.get("page", 1, type=int))
+    pages = max(1, -(-len(entries) // ENTRIES_PAGE))
+    shown = entries[(num - 1) * ENTRIES_PAGE:num * ENTRIES_PAGE]
     entry = request.args.get("entry")
     history = inspector().scheduler_history(entry, size=30) if entry else []
-    return page("scheduler.html", entries=entries, entry=entry, history=history, now=inspector().now())
+    return page("scheduler.html", entries=shown, total=len(entries), page_num=num, pages=pages, entry=entry,
+                history=history, now=inspector().now())
 
 
 @bp.get("/redis")
