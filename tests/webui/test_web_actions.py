@@ -127,11 +127,15 @@ def test_a_plain_form_post_works_without_htmx(as_role: Any, state: dict[str, Any
     assert "replayed" in resp.get_data(as_text=True)
 
 
-def test_replay_all_runs_as_a_job_at_a_rate(as_role: Any, redis_url: str, r: redis.Redis) -> None:
+def archived_tasks(redis_url: str, q: str, n: int) -> None:
     with Client(redis_url) as cl:
-        ids = [cl.enqueue(Task("t", b""), queue="big").id for _ in range(40)]
+        ids = [cl.enqueue(Task("t", b""), queue=q).id for _ in range(n)]
     with Inspector(redis_url) as insp:
-        insp.archive_tasks("big", ids)
+        insp.archive_tasks(q, ids)
+
+
+def test_replay_all_runs_as_a_job_at_a_rate(as_role: Any, redis_url: str, r: redis.Redis) -> None:
+    archived_tasks(redis_url, "big", 40)
     c = as_role("admin")
     t0 = time.monotonic()
     html = _post(c, "/queues/big/archived/run", {"all": "1", "rate": "100"}).get_data(as_text=True)
@@ -152,10 +156,7 @@ def test_replay_all_runs_as_a_job_at_a_rate(as_role: Any, redis_url: str, r: red
 
 
 def test_a_job_can_be_cancelled(as_role: Any, redis_url: str, r: redis.Redis) -> None:
-    with Client(redis_url) as cl:
-        ids = [cl.enqueue(Task("t", b""), queue="slow").id for _ in range(50)]
-    with Inspector(redis_url) as insp:
-        insp.archive_tasks("slow", ids)
+    archived_tasks(redis_url, "slow", 50)
     c = as_role("admin")
     _post(c, "/queues/slow/archived/delete", {"all": "1", "rate": "10"})
     with Inspector(redis_url) as insp:
