@@ -117,9 +117,12 @@ def load_user() -> Response | None:
     if g.user is not None or request.endpoint == "auth.login":
         return None
     target = request.script_root + request.full_path.rstrip("?")
-    login = url_for("auth.login", next=target if request.method == "GET" else None)
     if request.headers.get("HX-Request"):
-        return Response("login required", 401, {"HX-Redirect": login})
+        # back to the page the browser shows after login, not to the partial it was polling
+        page = urlsplit(request.headers.get("HX-Current-URL", ""))
+        back = page.path + (f"?{page.query}" if page.query else "") if page.netloc == request.host else None
+        return Response("login required", 401, {"HX-Redirect": url_for("auth.login", next=back)})
+    login = url_for("auth.login", next=target if request.method == "GET" else None)
     return cast(Response, redirect(login, 303))
 
 

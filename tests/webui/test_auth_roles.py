@@ -45,7 +45,11 @@ def test_anonymous_is_sent_to_the_login(client: FlaskClient, queue: str) -> None
     resp = client.post("/queues/q/pause")
     assert resp.status_code == 303 and resp.headers["Location"] == "/login"
     resp = client.get("/", headers={"HX-Request": "true"})
-    assert resp.status_code == 401 and resp.headers["HX-Redirect"].startswith("/login")
+    assert resp.status_code == 401 and resp.headers["HX-Redirect"] == "/login"
+    resp = client.get("/charts/daily", headers={"HX-Request": "true", "HX-Current-URL": "http://localhost/queues/q"})
+    assert resp.status_code == 401 and resp.headers["HX-Redirect"] == "/login?next=/queues/q"
+    resp = client.get("/", headers={"HX-Request": "true", "HX-Current-URL": "http://evil.example/x"})
+    assert resp.headers["HX-Redirect"] == "/login"
     assert client.get("/login").status_code == 200
     assert client.get("/healthz").status_code == 200
 
