@@ -26,6 +26,7 @@ the browser's address; ``request_id()`` this request's id (also sent back as X-R
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import secrets
 import tempfile
@@ -202,6 +203,8 @@ def load_secret(path: Path) -> str:
     try:
         key = path.read_text().strip()
         if key:
+            if path.stat().st_mode & 0o077:
+                logging.getLogger("asynqpy.web").warning("the key file %s can be read by others: chmod 600 it", path)
             return key
     except FileNotFoundError:
         pass
@@ -217,7 +220,10 @@ def load_secret(path: Path) -> str:
             pass
     finally:
         os.unlink(tmp)
-    return path.read_text().strip()
+    key = path.read_text().strip()
+    if not key:
+        raise OSError(f"the key file {path} is empty: delete it (a new one is made) or set ASYNQPY_WEB_SECRET")
+    return key
 
 
 def _start_request() -> None:
