@@ -2,8 +2,8 @@
 
 Templates: ``{{ csrf_token() }}``. Forms send it in the field ``csrf_token``; htmx sends it in the header
 ``X-CSRF-Token``, set once on <body>: ``hx-headers='{"X-CSRF-Token": "{{ csrf_token() }}"}'``. A missing or
-wrong token, or a cross-site Origin / Sec-Fetch-Site, answers 400 before the view runs, so nothing changes.
-Tokens are compared with hmac.compare_digest; a new token is issued at login (``rotate()``).
+wrong token, or a cross-site request (Sec-Fetch-Site, else Origin), answers 400 before the view runs:
+nothing changes. Tokens are compared with hmac.compare_digest; a new token is issued at login (``rotate()``).
 """
 
 from __future__ import annotations
@@ -44,11 +44,14 @@ def check() -> None:
     """Abort with 400 unless a state-changing request carries this session's token from the same origin."""
     if request.method in SAFE_METHODS:
         return
-    if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
-        abort(400, description="cross-site request refused")
-    origin = request.headers.get("Origin")
-    if origin and origin != "null" and not _same_origin(origin):
-        abort(400, description="cross-origin request refused")
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:  # the browser's own verdict, which no proxy's Host rewriting can confuse
+        if fetch_site not in ("same-origin", "none"):
+            abort(400, description="cross-site request refused")
+    else:
+        origin = request.headers.get("Origin")
+        if origin and origin != "null" and not _same_origin(origin):
+            abort(400, description="cross-origin request refused (a proxy in front must pass the Host header)")
     sent = request.headers.get(HEADER) or request.form.get(FIELD) or ""
     want = session.get(_KEY)
     if not isinstance(want, str) or not want or not hmac.compare_digest(sent.encode(), want.encode()):
