@@ -34,7 +34,7 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
     elif status == 405:
         title, text = "Method not allowed", "This address does not take that kind of request."
     elif down:
-        title, text = "Redis is unavailable", str(exc)
+        title, text = "Redis is unavailable", str(exc).removeprefix("Redis is unavailable: ")
     elif status >= 500:
         title, text = "Something went wrong", "The error was logged. Try again, or look at the server's log."
     else:
