@@ -7,6 +7,7 @@ inject no element. Screenshots of the overview, a queue page and a task page go 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -149,3 +150,14 @@ def test_hostile_types_and_payloads_stay_inert(web: dict[str, Any], browser: Any
     assert page.get_by_text("<img src=x onerror=", exact=False).count() >= 1  # shown as text
     assert dialogs == [] and errors == []
     ctx.close()
+
+
+def test_size_samples_once_per_interval_across_gunicorn_workers(web: dict[str, Any]) -> None:
+    r = web["redis"]
+    r.flushdb()
+    for _ in range(8):  # reach both workers, so each runs its sampler thread
+        urllib.request.urlopen(web["base"] + "/login", timeout=5).read()
+    time.sleep(4.5)
+    samples = [json.loads(x)["t"] for x in r.lrange("asynqpy:sizes", 0, -1)]
+    slots = [int(t) for t in samples]  # ASYNQPY_SAMPLE_SECONDS=1: one slot per second
+    assert 3 <= len(samples) <= 6 and len(set(slots)) == len(slots), samples

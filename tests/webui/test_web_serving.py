@@ -98,3 +98,12 @@ def _free() -> int:
     from asynqpy.embedded import free_port
 
     return free_port()
+
+
+def test_web_command_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from asynqpy.cli import main
+
+    assert main(["web", "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+    assert main(["web", "--url-prefix", "asynq"]) == 2
+    assert "must start with '/'" in capsys.readouterr().err
