@@ -60,11 +60,13 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     else:
         result = inspector().list_tasks(queue, state, page=num, size=size, group=group)
         tasks = result.tasks
+    started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
+        if state == "active" and tasks else {}
     total = info.count(state) if not group else next((g.size for g in groups if g.group == group), 0)
     pages = max(1, -(-total // size))
     return page("queue.html", "partials/_queue.html", status=status, info=info, state=state, tasks=tasks,
                 result=result, search=flt, page_num=num, page_size=size, pages=pages, total=total,
-                groups=groups, group=group, message=message, kind=kind, now=inspector().now(),
+                groups=groups, group=group, message=message, kind=kind, now=inspector().now(), started=started,
                 jobs=recent_jobs(queue))
 
 

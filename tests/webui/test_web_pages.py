@@ -15,7 +15,7 @@ from asynqpy.embedded import EmbeddedServer
 from tests.webui.authkit import login, make_app
 
 COLUMNS = {
-    "active": ["ID", "Type", "Payload", "Status", "Lease until", "Deadline"],
+    "active": ["ID", "Type", "Payload", "Status", "Started", "Lease until", "Deadline"],
     "pending": ["ID", "Type", "Payload", "Waiting since", "Retried", "Max retry"],
     "scheduled": ["ID", "Type", "Payload", "Process in"],
     "retry": ["ID", "Type", "Payload", "Retry in", "Last error", "Retried", "Max retry"],
@@ -210,5 +210,8 @@ def test_servers_page_shows_what_each_worker_runs(as_role: Any, redis_url: str) 
             return page if tid in page else None
 
         html = wait_for(listed, what="the running task listed")
+        active = _html(c, "/queues/work/active")
         release.set()
+    row = active.split(f'data-task-id="{tid}"')[1].split("</tr>")[0]
+    assert "<td>running</td>" in row and row.count("<time") == 2  # started (from the server) and lease
     assert "work</a>=1" in html and "1 / 2" in html and "slow" in html
