@@ -245,9 +245,9 @@ class Inspector:
         """Push one queue-size sample into the capped list asynqpy:sizes."""
         samples.record(self._ctx, infos, keep=keep)
 
-    def size_samples(self, *, since: float | None = None) -> list[samples.SizeSample]:
-        """The queue-size samples, oldest first."""
-        return samples.read(self._ctx, since=since)
+    def size_samples(self, *, since: float | None = None, totals: bool = False) -> list[samples.SizeSample]:
+        """The queue-size samples, oldest first; totals=True: summed over queues, under the name "*"."""
+        return samples.read(self._ctx, since=since, totals=totals)
 
     def start_job(self, action: str, queue: str, state: TaskState | str, *, rate: float = 0.0, group: str = "",
                   user: str = "") -> Job:

@@ -15,13 +15,17 @@ from inspector.context import Ctx
 from inspector.models import QueueInfo
 
 SAMPLES_KEY = "asynqpy:sizes"
+TOTALS_KEY = "asynqpy:sizes:total"  # the same samples summed over queues: what the overview's chart reads
+TOTAL = "*"  # the queue name of a totals sample
 SLOT_KEY = "asynqpy:sizes:slot"
 STATES = ("pending", "active", "scheduled", "retry", "archived")
 DEFAULT_KEEP = 360
 
 PUSH = """
 redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
 return 1
 """
 
@@ -47,14 +51,22 @@ def claim(ctx: Ctx, interval: float) -> bool:
 
 def record(ctx: Ctx, infos: Sequence[QueueInfo], *, keep: int = DEFAULT_KEEP) -> None:
     """Push one sample of the given queue infos, keeping the newest `keep`."""
-    sample = {"t": round(ctx.now(), 3), "q": {i.queue: [i.count(s) for s in STATES] for i in infos}}
-    ctx.redis.eval(PUSH, 1, SAMPLES_KEY, json.dumps(sample, separators=(",", ":")), keep)
+    t = round(ctx.now(), 3)
+    per_queue = {i.queue: [i.count(s) for s in STATES] for i in infos}
+    totals = [sum(v[k] for v in per_queue.values()) for k in range(len(STATES))]
+    ctx.redis.eval(PUSH, 2, SAMPLES_KEY, TOTALS_KEY, _dumps({"t": t, "q": per_queue}),
+                   _dumps({"t": t, "q": {TOTAL: totals}}), keep)
 
 
-def read(ctx: Ctx, *, since: float | None = None) -> list[SizeSample]:
-    """The samples, oldest first (those from `since` on, when given)."""
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def read(ctx: Ctx, *, since: float | None = None, totals: bool = False) -> list[SizeSample]:
+    """The samples, oldest first (those from `since` on, when given). totals: only the sums over all queues,
+    under the queue name "*" (a small read, whatever the number of queues)."""
     out = []
-    for raw in reversed(ctx.redis.lrange(SAMPLES_KEY, 0, -1)):
+    for raw in reversed(ctx.redis.lrange(TOTALS_KEY if totals else SAMPLES_KEY, 0, -1)):
         try:
             d: Any = json.loads(raw)
             s = SizeSample(float(d["t"]), {str(q): tuple(int(x) for x in v) for q, v in d["q"].items()})

@@ -71,7 +71,8 @@ def daily_bars(days: Sequence[Day], label: str) -> Markup:
 
 
 def size_lines(samples: Sequence[SizeSample], label: str, queue: str | None = None) -> Markup:
-    """One line per state (pending, active, scheduled, retry, archived): all queues summed, or one queue."""
+    """One line per state (pending, active, scheduled, retry, archived) of one queue (or of the "*" totals),
+    or, with queue None, all queues summed."""
     if len(samples) < 2:
         return Markup('<p class="empty">Queue sizes are sampled every few seconds while the dashboard runs; '
                       'the chart appears after the second sample.</p>')

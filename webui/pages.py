@@ -9,6 +9,7 @@ from flask import Blueprint, current_app, request
 
 from asynqpy.errors import RedisUnavailableError
 from inspector.models import QueueInfo
+from inspector.samples import TOTAL
 from webui import charts, inspector, snapshot
 from webui.auth import require_role
 from webui.render import page
@@ -64,9 +65,9 @@ def sizes_chart() -> Any:
     """Queue sizes over the last hour from the samples every app process shares: all queues, or ?queue=."""
     insp = inspector()
     queue = request.args.get("queue") or None
-    samples = insp.size_samples(since=insp.now() - 3600)
+    samples = insp.size_samples(since=insp.now() - 3600, totals=queue is None)
     label = "Queue sizes, last hour" + (f", queue {queue}" if queue else "")
-    return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue), queue=queue)
+    return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue or TOTAL), queue=queue)
 
 
 @bp.get("/errors")

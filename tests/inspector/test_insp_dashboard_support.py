@@ -74,9 +74,10 @@ def test_size_samples_are_taken_once_per_interval_by_many_processes(redis_url: s
         assert len(wins) == 1
         samples = insps[0].size_samples()
         assert len(samples) == 1 and samples[0].sizes == {"q": (1, 0, 0, 0, 0)}
+        assert insps[0].size_samples(totals=True)[0].sizes == {"*": (1, 0, 0, 0, 0)}
         for _ in range(5):
             insps[0].record_size_sample(insps[0].queue_infos(memory=False), keep=3)
-        assert len(insps[0].size_samples()) == 3  # capped
+        assert len(insps[0].size_samples()) == 3 and len(insps[0].size_samples(totals=True)) == 3  # capped
     finally:
         for i in insps:
             i.close()

@@ -215,3 +215,15 @@ def test_servers_page_shows_what_each_worker_runs(as_role: Any, redis_url: str) 
     row = active.split(f'data-task-id="{tid}"')[1].split("</tr>")[0]
     assert "<td>running</td>" in row and row.count("<time") == 2  # started (from the server) and lease
     assert "work</a>=1" in html and "1 / 2" in html and "slow" in html
+
+
+def test_size_chart_draws_the_samples(as_role: Any, state: dict[str, Any], redis_url: str) -> None:
+    from inspector import Inspector
+
+    with Inspector(redis_url) as insp:
+        for _ in range(2):
+            insp.record_size_sample(insp.queue_infos(memory=False))
+    c = as_role("viewer")
+    for path in ("/charts/sizes", "/charts/sizes?queue=mail"):
+        html = _html(c, path)
+        assert html.count("<polyline") == 5 and "archived" in html, path
