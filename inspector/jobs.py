@@ -24,6 +24,8 @@ KEEP_JOBS = 100
 JOB_TTL = 7 * 86400
 MAX_CHUNK = 500
 FINAL = ("done", "canceled", "failed")
+HEARTBEAT = 5.0  # a running job touches updated_at at least this often
+STALLED_AFTER = 60.0  # no progress for this long: the process running it is gone
 VERBS = {"run": actions.RUNNABLE, "archive": actions.ARCHIVABLE, "delete": actions.DELETABLE}
 
 
@@ -59,6 +61,10 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.status in FINAL
+
+    def stalled(self, now: float) -> bool:
+        """Running, but without progress for STALLED_AFTER seconds: the process that ran it has gone."""
+        return not self.finished and now - self.updated_at > STALLED_AFTER
 
     @property
     def percent(self) -> int:
@@ -130,9 +136,13 @@ def recent(ctx: Ctx, *, queue: str | None = None, limit: int = 20) -> list[Job]:
 
 
 def cancel(ctx: Ctx, job_id: str) -> Job:
-    """Ask a running job to stop after its current chunk. Raises JobNotFoundError."""
+    """Ask a running job to stop after its current chunk (a stalled one is marked canceled at once).
+
+    Raises JobNotFoundError."""
     job = get(ctx, job_id)
-    if not job.finished:
+    if job.stalled(ctx.now()):  # nobody runs it any more: it ends here
+        ctx.redis.hset(_key(job_id), mapping={"status": "canceled", "error": "stalled: its process had stopped"})
+    elif not job.finished:
         ctx.redis.hset(_key(job_id), "status", "canceling")
     return get(ctx, job_id)
 
@@ -169,6 +179,10 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
             if job.rate > 0:  # small chunks ten times a second, so the rate holds at every moment
                 n = max(1, min(n, -(-int(job.rate) // 10)))
                 wait = start + job.done / job.rate - time.monotonic()
+                if wait > HEARTBEAT:  # a slow rate: show we are alive, and look for a cancel, meanwhile
+                    sleep(HEARTBEAT)
+                    ctx.redis.hset(key, "updated_at", ctx.now())
+                    continue
                 if wait > 0:
                     sleep(wait)
             changed, taken = step(ctx, job, n)

@@ -43,7 +43,7 @@ def launch(job_id: str) -> threading.Thread:
 
 
 def _show(job: Job, message: str = "") -> Any:
-    return page("partials/_job.html", job=job, message=message)
+    return page("partials/_job.html", job=job, message=message, now=inspector().now())
 
 
 @bp.get("/jobs/<job_id>")

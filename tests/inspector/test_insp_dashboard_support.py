@@ -152,3 +152,15 @@ def test_errors_command_and_task_run_with_a_rate(capsys: pytest.CaptureFixture[s
     with Inspector(redis_url) as insp:
         assert insp.queue_info("mail", memory=False).pending == 2
         assert insp.jobs(queue="mail")[0].user == "cli"
+
+
+def test_a_stalled_job_is_shown_and_cancelled_at_once(redis_url: str) -> None:
+    _archived(redis_url, "q", 5)
+    now = [time.time()]
+    with Inspector(redis_url) as real:
+        job = real.start_job("run", "q", "archived")  # nobody runs it: its process "died"
+    with Inspector(redis_url, clock=lambda: now[0]) as insp:
+        assert not insp.job(job.id).stalled(now[0])
+        now[0] += 120
+        assert insp.job(job.id).stalled(now[0])
+        assert insp.cancel_job(job.id).status == "canceled"
