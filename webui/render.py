@@ -37,8 +37,10 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
         title, text = "Redis is unavailable", str(exc).removeprefix("Redis is unavailable: ")
     elif status >= 500:
         title, text = "Something went wrong", "The error was logged. Try again, or look at the server's log."
+    elif status in (401, 403):
+        title, text = "Not allowed", getattr(exc, "description", None) or str(exc)
     else:
-        title, text = "That did not work", str(exc)
+        title, text = "That did not work", getattr(exc, "description", None) or str(exc)
     headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"} if is_htmx() else {}
     ctx = {"title": title, "text": text, "status": status, "redis_down": text if down else None}
     name = "partials/_message.html" if is_htmx() else "error.html"
