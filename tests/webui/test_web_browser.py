@@ -161,3 +161,28 @@ def test_size_samples_once_per_interval_across_gunicorn_workers(web: dict[str, A
     samples = [json.loads(x)["t"] for x in r.lrange("asynqpy:sizes", 0, -1)]
     slots = [int(t) for t in samples]  # ASYNQPY_SAMPLE_SECONDS=1: one slot per second
     assert 3 <= len(samples) <= 6 and len(set(slots)) == len(slots), samples
+
+
+def test_select_rows_and_replay_them_then_delete_all_after_confirming(web: dict[str, Any], browser: Any,
+                                                                      data: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    base = web["base"]
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    asked: list[str] = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.accept()))
+    _login(page, base, "ada")
+    page.goto(base + "/queues/mail/archived")
+    bulk = page.locator("#bulk-bar").get_by_role("button", name="Replay")
+    expect(bulk).to_be_disabled()  # nothing selected yet
+    page.get_by_label("Select all on this page").check()
+    expect(bulk).to_be_enabled()
+    bulk.click()
+    expect(page.locator("#queue-body .message")).to_contain_text("replayed 3 tasks")
+    expect(page.get_by_role("tab", name="Archived 0")).to_be_visible()
+    page.get_by_role("tab", name="Pending 4").click()
+    page.get_by_role("button", name="Delete all").click()
+    expect(page.locator("#queue-body .message")).to_contain_text("deleted 4 tasks")
+    assert asked == ["Delete all 4 pending tasks in mail?"]
+    ctx.close()
