@@ -186,3 +186,38 @@ def test_select_rows_and_replay_them_then_delete_all_after_confirming(web: dict[
     expect(page.locator("#queue-body .message")).to_contain_text("deleted 4 tasks")
     assert asked == ["Delete all 4 pending tasks in mail?"]
     ctx.close()
+
+
+def test_a_slow_replay_shows_progress_across_a_reload_and_cancels(web: dict[str, Any], browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    from asynqpy import Client, Task
+    from inspector import Inspector
+
+    web["redis"].flushdb()
+    with Client(web["url"]) as cl:
+        ids = [cl.enqueue(Task("t", b""), queue="slow").id for _ in range(60)]
+    with Inspector(web["url"]) as insp:
+        insp.archive_tasks("slow", ids)
+    base = web["base"]
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.on("dialog", lambda d: d.accept())
+    _login(page, base, "ada")
+    page.goto(base + "/queues/slow/archived")
+    page.get_by_label("Rate (tasks per second)").fill("10")
+    page.get_by_role("button", name="Replay all").click()
+    expect(page.locator("#queue-body .message")).to_contain_text("at 10 tasks/s")
+    page.reload()  # the job's state is in Redis: any page load shows it
+    job = page.locator(".job")
+    expect(job.locator("progress")).to_have_count(1)
+    expect(job).to_contain_text("running")
+    page.wait_for_timeout(1500)  # the widget polls itself meanwhile
+    expect(job).to_contain_text("running")
+    job.get_by_role("button", name="Cancel").click()
+    expect(job).to_contain_text("canceled", timeout=5000)
+    with Inspector(web["url"]) as insp:
+        left = insp.queue_info("slow", memory=False).archived
+    assert 0 < left < 60
+    ctx.close()
+    web["redis"].flushdb()
