@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, abort, current_app, g, request
+from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
 
 from asynqpy.errors import AsynqError, TaskNotFoundError
 from inspector.models import BatchResult
 from webui import audit, inspector, jobs, snapshot
 from webui.auth import can, require_role
 from webui.queues import state_view, task_page
+from webui.render import is_htmx
 
 bp = Blueprint("actions", __name__)
 
@@ -90,10 +91,20 @@ def task_action(queue: str, task_id: str, action: str) -> Any:
         _guarded(name, queue, lambda: getattr(insp, f"{action}_task")(queue, task_id), task_ids=[task_id])
         msg = f"task {task_id} {past(action, state)}"
     _audit(name, queue, "ok", task_ids=[task_id], count=1, detail=msg)
-    back = request.form.get("back", "state")
-    if back == "task" and action not in ("delete",):
+    if request.form.get("back") == "task":
+        if action == "delete":  # the page is gone: go to the tab it was on
+            return go_to(url_for("queues.queue_state", queue=queue, state=state), msg)
         return task_page(queue, task_id, message=msg)
     return state_view(queue, state, message=msg)
+
+
+def go_to(url: str, message: str) -> Any:
+    """After a change that removed the page it was made from: the message waits in the session, the browser
+    loads url (htmx follows HX-Redirect; a plain form follows the 303)."""
+    flash(message, "ok")
+    if is_htmx():
+        return "", 204, {"HX-Redirect": url}
+    return redirect(url, 303)
 
 
 @bp.post("/queues/<queue>/<state>/<action>")
@@ -188,10 +199,7 @@ def queue_action(queue: str, action: str) -> Any:
             abort(403, description="deleting a queue needs the admin role")
         _guarded("queue.delete", queue, lambda: insp.delete_queue(queue))
         _audit("queue.delete", queue, "ok", detail=f"queue {queue} deleted")
-        from webui.pages import overview
-
-        g.message = f"queue {queue} deleted"
-        return overview()
+        return go_to(url_for("pages.overview"), f"queue {queue} deleted")
     else:
         abort(404)
     _audit(f"queue.{action}", queue, "ok", detail=msg)

@@ -110,7 +110,9 @@ def test_pause_resume_and_delete_a_queue(as_role: Any, state: dict[str, Any], re
     with Inspector(redis_url) as insp:
         insp.delete_all("empty-soon", "pending")
     resp = _post(c, "/queues/empty-soon/delete", htmx=False)
-    assert resp.status_code == 200 and "queue empty-soon deleted" in resp.get_data(as_text=True)
+    assert resp.status_code == 303 and resp.headers["Location"] == "/"
+    assert "queue empty-soon deleted" in c.get("/").get_data(as_text=True)  # once
+    assert "queue empty-soon deleted" not in c.get("/").get_data(as_text=True)
     with Inspector(redis_url) as insp:
         assert "empty-soon" not in insp.queues()
     actions = [(x.action, x.outcome) for x in _records(r)]
@@ -167,3 +169,12 @@ def test_a_job_can_be_cancelled(as_role: Any, redis_url: str, r: redis.Redis) ->
         assert insp.job(job.id).status == "canceled"
     assert 0 < _count(redis_url, "slow", "archived") < 50
     wait_for(lambda: any(x.detail.startswith(f"job {job.id} canceled") for x in _records(r)), what="audit")
+
+
+def test_deleting_from_the_task_page_goes_back_to_its_tab(as_role: Any, state: dict[str, Any]) -> None:
+    c = as_role("operator")
+    tid = state["archived"][0]
+    resp = _post(c, f"/queues/mail/tasks/{tid}/delete", {"back": "task"})
+    assert resp.status_code == 204 and resp.headers["HX-Redirect"] == "/queues/mail/archived"
+    html = c.get("/queues/mail/archived").get_data(as_text=True)
+    assert f"task {tid} deleted" in html and f'data-task-id="{tid}"' not in html
