@@ -221,3 +221,25 @@ def test_a_slow_replay_shows_progress_across_a_reload_and_cancels(web: dict[str,
     assert 0 < left < 60
     ctx.close()
     web["redis"].flushdb()
+
+
+def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    base = web["base"]
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.on("dialog", lambda d: d.accept())
+    _login(page, base, "otto")
+    retry, archived = data["retry"][0], data["archived"][1]
+    page.goto(f"{base}/queues/mail/tasks/{retry}")
+    page.get_by_role("button", name="Archive").click()
+    expect(page.locator("#messages")).to_contain_text(f"task {retry} archived")
+    expect(page.locator("h1 .badge")).to_have_text("archived")
+    page.goto(f"{base}/queues/mail/tasks/{archived}")
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url(f"{base}/queues/mail/archived")
+    expect(page.locator("#messages")).to_contain_text(f"task {archived} deleted")
+    expect(page.get_by_role("link", name="Errors")).to_be_visible()  # a whole page, not a fragment
+    expect(page.locator(f'tr[data-task-id="{archived}"]')).to_have_count(0)
+    ctx.close()
