@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,4 +243,25 @@ def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, An
     expect(page.locator("#messages")).to_contain_text(f"task {archived} deleted")
     expect(page.get_by_role("link", name="Errors")).to_be_visible()  # a whole page, not a fragment
     expect(page.locator(f'tr[data-task-id="{archived}"]')).to_have_count(0)
+    ctx.close()
+
+
+def test_chart_range_and_live_refresh_pause(web: dict[str, Any], browser: Any, data: dict[str, Any]) -> None:
+    from playwright.sync_api import expect
+
+    base = web["base"]
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    _login(page, base, "otto")
+    page.get_by_role("button", name="30 days").click()
+    expect(page.locator("#daily-chart")).to_contain_text("in 30 days")
+    expect(page.locator("#daily-chart svg")).to_have_count(1)
+    page.get_by_label("Live refresh every 5 s").uncheck()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url) if urllib.parse.urlsplit(r.url).path == "/" else None)
+    page.wait_for_timeout(6000)
+    assert requests == []  # paused: no overview refresh
+    page.get_by_label("Live refresh every 5 s").check()
+    page.wait_for_timeout(6000)
+    assert requests, "live refresh did not resume"
     ctx.close()
