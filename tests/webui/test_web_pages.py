@@ -227,3 +227,24 @@ def test_size_chart_draws_the_samples(as_role: Any, state: dict[str, Any], redis
     for path in ("/charts/sizes", "/charts/sizes?queue=mail"):
         html = _html(c, path)
         assert html.count("<polyline") == 5 and "archived" in html, path
+
+
+def test_pages_use_the_shared_snapshot_when_the_inspector_has_it(as_role: Any, state: dict[str, Any],
+                                                                 app: Any) -> None:
+    from types import SimpleNamespace
+
+    insp = app.extensions["asynqpy.inspector"]
+    real = insp.queue_infos(memory=False)
+    calls: list[float] = []
+
+    def queue_snapshot(max_age: float = 2.0) -> Any:
+        calls.append(max_age)
+        return SimpleNamespace(taken_at=0.0, queues=tuple(real))
+
+    insp.queue_snapshot = queue_snapshot  # what issue 12 adds to the Inspector
+    try:
+        c = as_role("viewer")
+        assert ">mail</a>" in _html(c, "/") and "Archived <span" in _html(c, "/queues/mail/archived")
+        assert len(calls) == 2
+    finally:
+        del insp.queue_snapshot
