@@ -76,14 +76,16 @@ def register(subparsers: Any) -> None:
                         help="JSON lines (ls) or one JSON object (verify)")
     audit = subparsers.add_parser("audit", help="the dashboard's audit log").add_subparsers(
         dest="audit_command", metavar="subcommand", required=True)
-    p = audit.add_parser("ls", parents=[common], help="list audit records (newest last)")
-    p.add_argument("--user")
+    text = "list audit records (newest last), filtered by user, action, queue and time"
+    p = audit.add_parser("ls", parents=[common], help=text, description=text)
+    p.add_argument("--user", help="only this user's records")
     p.add_argument("--action", help="an action, or a prefix ending in * (e.g. 'tasks.*')")
-    p.add_argument("--queue")
+    p.add_argument("--queue", help="only records about this queue")
     p.add_argument("--since", help="ISO date or time, UTC unless it names a zone")
     p.add_argument("--until", help="ISO date or time, UTC unless it names a zone")
     p.add_argument("--limit", type=int, default=50, help="at most this many records (default 50)")
     p.set_defaults(func=_ls)
-    p = audit.add_parser("verify", parents=[common],
+    p = audit.add_parser("verify", parents=[common], description="check the hash chain of the audit log: exit 1 and "
+                         "name the first record that was edited, removed or reordered",
                          help="check the hash chain; exit 1 and name the first edited, removed or reordered record")
     p.set_defaults(func=_verify)

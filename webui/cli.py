@@ -83,6 +83,10 @@ def run_web(args: argparse.Namespace) -> int:
         def load(self) -> Any:
             return wsgi
 
-    print(f"asynqpy web: serving the dashboard on http://{args.bind}{prefix}/", file=sys.stderr, flush=True)
+    def when_ready(arbiter: Any) -> None:  # said once gunicorn listens (and handles SIGINT/SIGTERM itself)
+        where = ", ".join(f"http://{s}{prefix}/" for s in getattr(arbiter, "LISTENERS", ())) or args.bind
+        print(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
+
+    options["when_ready"] = when_ready
     Server().run()
     return 0

@@ -12,6 +12,8 @@ import dataclasses
 import threading
 import time
 
+from flask import request
+
 from inspector.models import QueueInfo
 from webui import inspector
 
@@ -40,7 +42,11 @@ def _merge(infos: list[QueueInfo], sampled: bool) -> list[QueueInfo]:
 def _shared() -> list[QueueInfo] | None:
     """The snapshot every app process shares, when the Inspector offers it (Inspector.queue_snapshot)."""
     snap = getattr(inspector(), "queue_snapshot", None)
-    return None if snap is None else list(snap().queues)
+    if snap is None:
+        return None
+    # After an action (a POST) take a new snapshot: the page must show the change, and the stored snapshot
+    # every other viewer reads is then the new one too.
+    return list(snap(max_age=0.0 if request.method == "POST" else 2.0).queues)
 
 
 def queue_infos() -> list[QueueInfo]:

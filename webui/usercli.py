@@ -121,23 +121,25 @@ def register(subparsers: Any) -> None:
     c = [_common()]
     user = subparsers.add_parser("user", help="manage dashboard users (names, roles, passwords)").add_subparsers(
         dest="user_command", metavar="subcommand", required=True)
-    p = user.add_parser("add", parents=c, help="add a user (password from a prompt or --password-stdin)")
-    p.add_argument("name")
-    p.add_argument("--role", choices=ROLES, required=True)
+    text = "add a user (password from a prompt or --password-stdin)"
+    p = user.add_parser("add", parents=c, help=text, description=text)
+    p.add_argument("name", help="the user's login name")
+    p.add_argument("--role", choices=ROLES, required=True,
+                   help="viewer reads; operator also acts on tasks and pauses queues; admin does everything")
     p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
     p.add_argument("--replace", action="store_true", help="replace a user of that name")
     p.set_defaults(func=_add)
-    p = user.add_parser("ls", parents=c, help="list users and roles")
+    p = user.add_parser("ls", parents=c, help="list users and roles", description="list users and roles")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     p.set_defaults(func=_ls)
     for name, fn, text in (("rm", _rm, "remove a user and end their sessions"),
                            ("passwd", _passwd, "set a user's password and end their sessions")):
-        p = user.add_parser(name, parents=c, help=text)
-        p.add_argument("name")
+        p = user.add_parser(name, parents=c, help=text, description=text)
+        p.add_argument("name", help="the user's login name")
         if name == "passwd":
             p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
         p.set_defaults(func=fn)
-    p = user.add_parser("role", parents=c, help="change a user's role")
-    p.add_argument("name")
-    p.add_argument("role", choices=ROLES)
+    p = user.add_parser("role", parents=c, help="change a user's role", description="change a user's role")
+    p.add_argument("name", help="the user's login name")
+    p.add_argument("role", choices=ROLES, help="the new role: viewer, operator or admin")
     p.set_defaults(func=_role)

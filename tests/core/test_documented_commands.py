@@ -16,9 +16,10 @@ from tests.core.procs import Proc, run
 from tests.core.readme import README, asynqpy_commands, blocks, section
 
 LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid", "exporter": "serving http",
-                "scheduler": "started: "}
+                "scheduler": "started: ", "web": "serving the dashboard"}
 # What a long-running command gets besides what the docs show: a free port, and the test server.
-EXTRA: dict[str, list[str]] = {"dev": ["--port", "0"], "redis": ["--port", "0"], "exporter": ["--bind", "127.0.0.1:0"]}
+EXTRA: dict[str, list[str]] = {"dev": ["--port", "0"], "redis": ["--port", "0"], "exporter": ["--bind", "127.0.0.1:0"],
+                              "web": ["--bind", "127.0.0.1:0", "--workers", "1"]}
 PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats", "ENTRY_ID": "no-such-entry"}
 
 
@@ -79,7 +80,10 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
             if code != 0 or "Traceback" in out:
                 failures.append(f"{command}: exit {code}\n{out[-2000:]}")
             continue
-        res = run(*argv, "--redis-url", redis_url, cwd=tmp_path, input="y\n")
+        answer = "y\n"
+        if argv[:2] in (["user", "add"], ["user", "passwd"]):  # they ask for a password at a prompt
+            argv, answer = [*argv, "--password-stdin"], "correct horse battery\n"
+        res = run(*argv, "--redis-url", redis_url, cwd=tmp_path, input=answer)
         if res.returncode != 0 or "Traceback" in res.stderr:
             failures.append(f"{command}: exit {res.returncode}\n{res.stdout[-1000:]}{res.stderr[-1000:]}")
     assert not failures, "\n\n".join(failures)

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from asynqpy.scheduler import PeriodicTaskManager, Scheduler, YamlFileProvider
 from inspector import Inspector
 
@@ -20,10 +22,11 @@ def section() -> str:
     return text[start:text.index("\n## ", start + 1)]
 
 
-def test_readme_scheduler_example_runs(redis_url: str) -> None:
+def test_readme_scheduler_example_runs(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     (code,) = re.findall(r"```python\n(.*?)```", section(), flags=re.S)
     ns: dict[str, object] = {}
-    exec(code.replace("redis://localhost:6379/0", redis_url), ns)
+    monkeypatch.setenv("ASYNQPY_REDIS_URL", redis_url)  # the example finds its Redis as a user's would
+    exec(code, ns)
     scheduler = ns["scheduler"]
     assert isinstance(scheduler, Scheduler)
     thread = threading.Thread(target=lambda: asyncio.run(scheduler.arun()))
