@@ -10,6 +10,7 @@ from typing import Any, Self
 import redis
 import redis.asyncio as aredis
 
+from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.options import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, Duration, EnqueueOptions, build_options
 from asynqpy.rdb import broker, keys
@@ -98,7 +99,7 @@ class Client:
     """Enqueues tasks. redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server."""
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
-        self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
+        self.redis = connection or connect(redis_url or default_redis_url())
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
 
@@ -152,7 +153,7 @@ class AsyncClient:
     """The asyncio twin of Client, with the same arguments and errors."""
 
     def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
-        self.redis = connection or aredis.Redis.from_url(redis_url or default_redis_url())
+        self.redis = connection or aconnect(redis_url or default_redis_url())
         self._runner = AsyncRunner(self.redis)
         self._registry = _Registry()
 

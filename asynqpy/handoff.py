@@ -8,8 +8,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-import redis.asyncio as aredis
-
+from asynqpy.connection import aconnect
 from asynqpy.loop import REDIS_DOWN
 from asynqpy.rdb import broker, keys
 from asynqpy.runtime import Runtime
@@ -37,7 +36,7 @@ class HandoffListener:
         self.queues = list(rt.config.queues)
         self.boxes = {keys.handoff(q, rt.server_id): q for q in self.queues}
         # BLPOP holds its connection while it blocks: a client of its own keeps the shared pool free.
-        self.conn = aredis.Redis.from_url(rt.redis_url)
+        self.conn = aconnect(rt.redis_url)
         self._stop = False
         self._registered_until = 0.0
         self._task: asyncio.Task[None] | None = None

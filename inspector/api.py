@@ -8,6 +8,7 @@ from typing import Self
 
 import redis
 
+from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.task import TaskState
 from inspector import actions, cluster, explain, reader
@@ -45,7 +46,7 @@ class Inspector:
                  clock: Callable[[], float] = time.time, chunk: int = actions.DEFAULT_CHUNK) -> None:
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk must be a positive int, got {chunk!r}")
-        self.redis = connection or redis.Redis.from_url(redis_url or default_redis_url())
+        self.redis = connection or connect(redis_url or default_redis_url())
         self._ctx = Ctx(self.redis, clock)
         self.chunk = chunk
 

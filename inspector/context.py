@@ -15,7 +15,7 @@ from redis.exceptions import NoScriptError
 from asynqpy.errors import QueueNotFoundError
 from asynqpy.options import check_queue
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, SyncRunner
+from asynqpy.rdb.scripts import Call, SyncRunner, queue_call
 from asynqpy.task import TaskState
 from inspector.scripts import script
 
@@ -57,10 +57,8 @@ class Ctx:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _load_scripts(self) -> None:
-        pipe = self.redis.pipeline(transaction=False)
-        for name in SCRIPTS:
-            pipe.script_load(script(name).text)
-        pipe.execute()
+        for name in SCRIPTS:  # one by one: a cluster client loads each on every primary
+            self.redis.script_load(script(name).text)
 
     def run(self, call: Call) -> Any:
         """Run one (mutating) script Call: EVALSHA, EVAL on NOSCRIPT."""
@@ -74,7 +72,7 @@ class Ctx:
 
 def evalsha(pipe: Pipeline, call: Call) -> Pipeline:
     """Queue one script Call on a pipeline."""
-    return pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+    return queue_call(pipe, call)
 
 
 def queue_missing(q: str) -> QueueNotFoundError:

@@ -8,7 +8,42 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
+from asynqpy.topology import LocalCluster, LocalSentinel
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked cluster_too run twice: on the single server and on the session's Redis Cluster."""
+    if metafunc.definition.get_closest_marker("cluster_too") and "redis_url" in metafunc.fixturenames:
+        metafunc.parametrize("redis_backend", ["single", "cluster"], indirect=True)
+
+
+@pytest.fixture
+def redis_backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "single")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A real Redis Cluster of three primaries on loopback, from the same server binary, once per session."""
+    with LocalCluster(primaries=3) as c:
+        yield c
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: LocalCluster) -> Iterator[str]:
+    """redis+cluster:// URL of the session's cluster, every primary flushed before and after the test."""
+    redis_cluster.flushall()
+    yield redis_cluster.url
+    redis_cluster.flushall()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[LocalSentinel]:
+    """One primary, one replica and three Sentinels on loopback, once per session."""
+    with LocalSentinel(replicas=1, sentinels=3) as s:
+        yield s
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +61,15 @@ def redis_server_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def redis_url(redis_server_url: str) -> Iterator[str]:
+def redis_url(redis_server_url: str, redis_backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """The server's URL with an empty database; the database is flushed before and after the test.
 
-    With REDIS_URL the tests use db 15 of that server, and flush only that one.
+    With REDIS_URL the tests use db 15 of that server, and flush only that one. On the cluster backend
+    (tests marked cluster_too), the session cluster's URL, flushed.
     """
+    if redis_backend == "cluster":
+        yield request.getfixturevalue("cluster_url")
+        return
     url = redis_server_url
     if os.environ.get("REDIS_URL"):
         url = url.rsplit("/", 1)[0] + "/15" if url.count("/") > 2 else url.rstrip("/") + "/15"
@@ -46,6 +85,6 @@ def redis_url(redis_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def r(redis_url: str) -> Iterator[redis.Redis]:
     """A raw (binary) connection to the clean test database."""
-    conn = redis.Redis.from_url(redis_url)
+    conn = connect(redis_url)  # a cluster client on the cluster backend
     yield conn
     conn.close()

@@ -83,7 +83,7 @@ class SyncRunner:
     def _run_registering(self, call: Call, queue: str) -> Any:
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(QUEUES, queue)
-        pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        queue_call(pipe, call)
         _, raw = pipe.execute(raise_on_error=False)
         if isinstance(raw, NoScriptError):
             raw = self.redis.eval(call.script.text, len(call.keys), *call.keys, *call.args)
@@ -106,7 +106,7 @@ class SyncRunner:
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
-            pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+            queue_call(pipe, c)
         return list(pipe.execute(raise_on_error=False))
 
 
@@ -129,7 +129,7 @@ class AsyncRunner:
     async def _run_registering(self, call: Call, queue: str) -> Any:
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(QUEUES, queue)
-        pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        queue_call(pipe, call)
         _, raw = await pipe.execute(raise_on_error=False)
         if isinstance(raw, NoScriptError):
             raw = await self.redis.eval(call.script.text, len(call.keys), *call.keys, *call.args)
@@ -151,8 +151,14 @@ class AsyncRunner:
     async def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
-            pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+            queue_call(pipe, c)
         return list(await pipe.execute(raise_on_error=False))
+
+
+def queue_call(pipe: Any, call: Call) -> Any:
+    """Queue EVALSHA for call on a pipeline. Through execute_command: redis-py's cluster pipeline refuses its
+    evalsha() method, yet routes the command by its first key (every script's keys share one slot)."""
+    return pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
 
 
 def _parse_or_error(call: Call, raw: Any) -> Any:

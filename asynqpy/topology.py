@@ -1,0 +1,290 @@
+"""Local multi-node setups on loopback from the same server binary as the embedded one: a Redis Cluster
+(primaries, optional replicas) and a Sentinel group (a primary, replicas, Sentinels). For tests, benchmarks
+and trying things out; each node gets its own directory, removed on stop."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Self
+
+import redis
+
+from asynqpy.embedded import _answers_ping, server_binary
+
+NODE_TIMEOUT_MS = 2000  # cluster-node-timeout: how soon a cluster notices a dead node
+
+
+def cli_binary(server: str) -> str:
+    """valkey-cli beside the server binary, else redis-cli on PATH. Raises FileNotFoundError."""
+    beside = Path(server).with_name("valkey-cli")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("valkey-cli") or shutil.which("redis-cli")
+    if not found:
+        raise FileNotFoundError("neither valkey-cli nor redis-cli found (needed to create a cluster)")
+    return found
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port(host: str = "127.0.0.1") -> int:
+    """A free port whose cluster bus port (port + 10000) is free too: both below the ephemeral range."""
+    for _ in range(200):
+        port = random.randrange(20000, 30000)
+        if _bindable(host, port) and _bindable(host, port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+class _Node:
+    """One server process on 127.0.0.1 with its own directory (and config file, which Sentinel needs)."""
+
+    def __init__(self, binary: str, root: Path, name: str, args: list[str], *, sentinel: bool = False,
+                 config: str = "") -> None:
+        self.host = "127.0.0.1"
+        self.port = cluster_port(self.host)
+        self.dir = root / name
+        self.dir.mkdir(parents=True)
+        conf = self.dir / "node.conf"
+        conf.write_text(config.replace("$PORT", str(self.port)))
+        cmd = [binary, str(conf), "--port", str(self.port), "--bind", self.host, "--dir", str(self.dir),
+               "--save", "", "--appendonly", "no", "--loglevel", "warning", *args]
+        if sentinel:
+            cmd.append("--sentinel")
+        log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+
+    @property
+    def addr(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def wait(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited at start; see {self.dir / 'server.log'}")
+            if _answers_ping(self.host, self.port):
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"server on {self.addr} did not answer within {timeout}s")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(self.host, self.port, socket_timeout=5)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+class _Group:
+    def __init__(self, binary: str | None) -> None:
+        self.binary = binary or server_binary()
+        self.root = Path(tempfile.mkdtemp(prefix=f"asynqpy-{type(self).__name__.lower()}-"))
+        self.nodes: list[_Node] = []
+
+    def _node(self, name: str, args: list[str], **kw: object) -> _Node:
+        n = _Node(self.binary, self.root, name, args, **kw)  # type: ignore[arg-type]
+        self.nodes.append(n)
+        return n
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+        self.nodes.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Self:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class LocalCluster(_Group):
+    """A Redis Cluster of `primaries` primaries (each with `replicas` replicas) on loopback.
+
+    url: redis+cluster://h:p1,h:p2,.../ ; primary_urls: a plain redis:// URL per primary.
+    """
+
+    def __init__(self, primaries: int = 3, replicas: int = 0, *, binary: str | None = None) -> None:
+        super().__init__(binary)
+        self.n_primaries = primaries
+        self.n_replicas = replicas
+
+    def start(self, timeout: float = 30.0) -> Self:
+        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS), "--appendonly", "no"]
+        try:
+            for i in range(self.n_primaries * (1 + self.n_replicas)):
+                self._node(f"node{i}", args)
+            for n in self.nodes:
+                n.wait()
+            cmd = [cli_binary(self.binary), "--cluster", "create", *(n.addr for n in self.nodes),
+                   "--cluster-replicas", str(self.n_replicas), "--cluster-yes"]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            if out.returncode != 0:
+                raise RuntimeError(f"cluster create failed: {out.stdout[-800:]} {out.stderr[-800:]}")
+            self._wait_ok(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ok(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = []
+            for n in self.nodes:
+                with n.client() as c:
+                    info = c.execute_command("CLUSTER", "INFO").decode()
+                    states.append("cluster_state:ok" in info)
+            if all(states):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("cluster did not reach cluster_state:ok")
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(n.addr for n in self.nodes[:self.n_primaries]) + "/"
+
+    def primaries(self) -> list[str]:
+        """host:port of the current primaries."""
+        with self.nodes[0].client() as c:
+            raw = c.execute_command("CLUSTER", "NODES").decode()
+        out = []
+        for line in raw.splitlines():
+            parts = line.split()
+            if "master" in parts[2].split(","):
+                out.append(parts[1].split("@")[0])
+        return sorted(out)
+
+    def flushall(self) -> None:
+        for addr in self.primaries():
+            host, _, port = addr.rpartition(":")
+            with redis.Redis(host, int(port)) as c:
+                c.flushall()
+
+
+class LocalSentinel(_Group):
+    """One primary, `replicas` replicas and `sentinels` Sentinels watching service `service`.
+
+    url: redis+sentinel://h:s1,h:s2,h:s3/<service>/0 ; failover() forces SENTINEL FAILOVER and waits for it.
+    """
+
+    def __init__(self, replicas: int = 1, sentinels: int = 3, *, service: str = "mymaster",
+                 binary: str | None = None, down_after_ms: int = 1000) -> None:
+        super().__init__(binary)
+        self.n_replicas = replicas
+        self.n_sentinels = sentinels
+        self.service = service
+        self.down_after_ms = down_after_ms
+        self.data: list[_Node] = []
+        self.sentinels: list[_Node] = []
+
+    def start(self, timeout: float = 30.0) -> Self:
+        try:
+            primary = self._node("primary", [])
+            primary.wait()
+            self.data.append(primary)
+            for i in range(self.n_replicas):
+                r = self._node(f"replica{i}", ["--replicaof", primary.host, str(primary.port)])
+                self.data.append(r)
+            conf = (f"sentinel monitor {self.service} {primary.host} {primary.port} 2\n"
+                    f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+                    f"sentinel failover-timeout {self.service} 10000\n"
+                    f"sentinel parallel-syncs {self.service} 1\n")
+            for i in range(self.n_sentinels):
+                self.sentinels.append(self._node(f"sentinel{i}", [], sentinel=True, config=conf))
+            for n in self.nodes:
+                n.wait()
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Replicas in sync and every Sentinel seeing every replica and the other Sentinels."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ok = True
+            for s in self.sentinels:
+                with s.client() as c:
+                    m = c.sentinel_master(self.service)
+                    if int(m.get("num-slaves", 0)) < self.n_replicas or \
+                            int(m.get("num-other-sentinels", 0)) < self.n_sentinels - 1:
+                        ok = False
+            with self.data[0].client() as c:
+                info = c.info("replication")
+                if int(info.get("connected_slaves", 0)) < self.n_replicas:
+                    ok = False
+            if ok:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("Sentinel group did not become ready")
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://{','.join(s.addr for s in self.sentinels)}/{self.service}/0"
+
+    def primary_addr(self) -> tuple[str, int]:
+        with self.sentinels[0].client() as c:
+            host, port = c.sentinel_get_master_addr_by_name(self.service)
+        return str(host), int(port)
+
+    def failover(self, timeout: float = 20.0) -> tuple[str, int]:
+        """SENTINEL FAILOVER, then wait until every Sentinel names the new primary and it accepts writes."""
+        old = self.primary_addr()
+        with self.sentinels[0].client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", self.service)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            addrs = set()
+            for s in self.sentinels:
+                with s.client() as c:
+                    host, port = c.sentinel_get_master_addr_by_name(self.service)
+                    addrs.add((str(host), int(port)))
+            if len(addrs) == 1 and old not in addrs:
+                new = addrs.pop()
+                with redis.Redis(*new, socket_timeout=2) as c:
+                    if c.info("replication").get("role") == "master":
+                        return new
+            time.sleep(0.05)
+        raise RuntimeError("failover did not complete")
+
+    def wait_replicas_synced(self, timeout: float = 20.0) -> None:
+        """Until the current primary has all its replicas connected again (after a failover)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with redis.Redis(*self.primary_addr(), socket_timeout=2) as c:
+                info = c.info("replication")
+                if info.get("role") == "master" and int(info.get("connected_slaves", 0)) >= self.n_replicas:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("replicas did not reconnect after the failover")
+
+    def flushall(self) -> None:
+        with redis.Redis(*self.primary_addr()) as c:
+            c.flushall()
