@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
@@ -86,5 +88,7 @@ def redis_url(redis_server_url: str, redis_backend: str, request: pytest.Fixture
 def r(redis_url: str) -> Iterator[redis.Redis]:
     """A raw (binary) connection to the clean test database."""
     conn = connect(redis_url)  # a cluster client on the cluster backend
+    if isinstance(conn, RedisCluster):  # KEYS on every primary, so that "no such keys" assertions mean it
+        conn.keys = functools.partial(conn.keys, target_nodes=RedisCluster.PRIMARIES)  # type: ignore[method-assign]
     yield conn
     conn.close()

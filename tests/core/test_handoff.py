@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import redis
 
 from asynqpy import Client, ServeMux, Task
@@ -12,6 +13,8 @@ from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import TaskMessage
 from tests.helpers import running, wait_for
+
+pytestmark = pytest.mark.cluster_too
 
 
 def test_idle_worker_registers_and_receives_task(redis_url: str, r: redis.Redis) -> None:
