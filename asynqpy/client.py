@@ -14,6 +14,7 @@ from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.options import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, Duration, EnqueueOptions, build_options
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo, TaskState
 from asynqpy.wire import TaskMessage
@@ -89,10 +90,11 @@ class _Options:
     def collect(queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
                 deadline: datetime | None = None, process_in: Duration | None = None,
                 process_at: datetime | None = None, unique: Duration | None = None, task_id: str | None = None,
-                retention: Duration | None = None, group: str | None = None) -> dict[str, Any]:
+                retention: Duration | None = None, group: str | None = None,
+                durable: bool | Durability = False) -> dict[str, Any]:
         return {"queue": queue, "max_retry": max_retry, "timeout": timeout, "deadline": deadline,
                 "process_in": process_in, "process_at": process_at, "unique": unique, "task_id": task_id,
-                "retention": retention, "group": group}
+                "retention": retention, "group": group, "durable": durable}
 
 
 class Client:
@@ -107,17 +109,23 @@ class Client:
                 timeout: Duration | None = None, deadline: datetime | None = None,
                 process_in: Duration | None = None, process_at: datetime | None = None,
                 unique: Duration | None = None, task_id: str | None = None,
-                retention: Duration | None = None, group: str | None = None) -> TaskInfo:
+                retention: Duration | None = None, group: str | None = None,
+                durable: bool | Durability = False) -> TaskInfo:
         """Store task for processing and return its TaskInfo.
 
+        durable=True (or a Durability) returns only once a replica also holds the task (Redis WAIT), so
+        a failover cannot lose it; NotDurableError says the replicas did not confirm in time.
         Raises DuplicateTaskError, TaskIDConflictError, TypeError/ValueError for a bad argument,
         and redis.ConnectionError when Redis cannot be reached.
         """
         now = time.time()
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
-                              retention, group)
+                              retention, group, durable)
         msg, opts, call = _prepare(task, kw, now)
-        self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        if opts.durable is not None:
+            self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
+        else:
+            self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         return _info(msg, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,
@@ -161,13 +169,17 @@ class AsyncClient:
                       timeout: Duration | None = None, deadline: datetime | None = None,
                       process_in: Duration | None = None, process_at: datetime | None = None,
                       unique: Duration | None = None, task_id: str | None = None,
-                      retention: Duration | None = None, group: str | None = None) -> TaskInfo:
+                      retention: Duration | None = None, group: str | None = None,
+                      durable: bool | Durability = False) -> TaskInfo:
         """See Client.enqueue."""
         now = time.time()
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
-                              retention, group)
+                              retention, group, durable)
         msg, opts, call = _prepare(task, kw, now)
-        await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        if opts.durable is not None:
+            await self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
+        else:
+            await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         return _info(msg, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,

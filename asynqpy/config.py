@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asynqpy.options import check_queue
+from asynqpy.options import check_durable, check_queue
+from asynqpy.rdb.durability import Durability
 
 
 def default_retry_delay(n: int, exc: BaseException, task: Any) -> float:
@@ -35,7 +36,9 @@ class ServerConfig:
     lease_grace (30 s). forward_max_wait: 1 s (the forwarder otherwise sleeps until the next due time).
     idle_poll_interval: 0.1 s between fetches when idle (producers of ours also wake workers at once).
     janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
-    group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited).
+    group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
+    True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
+    a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
     """
 
     concurrency: int = 10
@@ -57,6 +60,7 @@ class ServerConfig:
     group_grace_period: float = 60.0
     group_max_delay: float = 0.0
     group_max_size: int = 0
+    durable_acks: bool | Durability | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
@@ -84,6 +88,7 @@ class ServerConfig:
         for name in ("retry_delay", "is_failure"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name} must be callable")
+        object.__setattr__(self, "durable_acks", check_durable(self.durable_acks or False))
         if self.group_aggregator is not None and self.group_grace_period < 1:
             raise ValueError("group_grace_period must be at least 1 second")
 

@@ -72,6 +72,10 @@ class RedisUnavailableError(AsynqError):
     """The broker could not be reached."""
 
 
+class NotDurableError(AsynqError):
+    """A durable write reached the primary but too few replicas confirmed it in time (Redis WAIT)."""
+
+
 class SkipRetry(Exception):
     """Raise from a handler to archive the task at once, without further retries."""
 

@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from asynqpy.rdb.durability import Durability
+
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_RETRY = 25
 DEFAULT_TIMEOUT = 1800  # seconds; asynq writes it only when neither timeout nor deadline is given
@@ -21,7 +23,8 @@ class EnqueueOptions:
 
     queue: "default". max_retry: 25. timeout: 1800 when neither timeout nor deadline is given, else 0 if
     not given. deadline: 0 (none). process_at: 0 means now. unique_ttl: 0 (not unique). task_id: a new
-    UUIDv4. retention: 0. group: "" (no aggregation).
+    UUIDv4. retention: 0. group: "" (no aggregation). durable: None (return once the primary has the task);
+    a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it too.
     """
 
     queue: str
@@ -33,6 +36,7 @@ class EnqueueOptions:
     task_id: str
     retention: int
     group: str
+    durable: Durability | None = None
 
 
 def seconds(value: Duration, name: str, *, allow_zero: bool = True) -> float:
@@ -72,7 +76,7 @@ def build_options(*, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RE
                   process_in: Duration | None = None, process_at: datetime | None = None,
                   unique: Duration | None = None, task_id: str | None = None,
                   retention: Duration | None = None, group: str | None = None,
-                  now: float | None = None) -> EnqueueOptions:
+                  durable: bool | Durability = False, now: float | None = None) -> EnqueueOptions:
     """Check every enqueue option and apply asynq's defaults.
 
     Raises TypeError for a wrong type and ValueError for a wrong value, naming the argument.
@@ -117,5 +121,14 @@ def build_options(*, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RE
             raise ValueError("group must not be blank")
     return EnqueueOptions(
         queue=queue, max_retry=max_retry, timeout=t, deadline=d, process_at=at, unique_ttl=u,
-        task_id=task_id or str(uuid.uuid4()), retention=r, group=group or "",
+        task_id=task_id or str(uuid.uuid4()), retention=r, group=group or "", durable=check_durable(durable),
     )
+
+
+def check_durable(durable: bool | Durability) -> Durability | None:
+    """durable=True means one replica within a second; a Durability says how many and how long."""
+    if isinstance(durable, Durability):
+        return durable
+    if not isinstance(durable, bool):
+        raise TypeError(f"durable must be a bool or a Durability, not {type(durable).__name__}")
+    return Durability() if durable else None

@@ -14,6 +14,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import RetryDelay, ServerConfig, default_is_failure, default_retry_delay
+from asynqpy.connection import mask
+from asynqpy.connection import parse as parse_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import RedisUnavailableError
 from asynqpy.forwarder import Forwarder
@@ -22,6 +24,7 @@ from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
+from asynqpy.rdb.durability import Durability
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
@@ -57,7 +60,7 @@ class Server:
                  group_max_delay: float = 0.0, group_max_size: int = 0, lease_duration: float = 30.0,
                  lease_grace: float = 30.0, heartbeat_interval: float = 5.0, recover_interval: float = 60.0,
                  forward_max_wait: float = 1.0, idle_poll_interval: float = 0.1, janitor_interval: float = 8.0,
-                 syncer_interval: float = 1.0) -> None:
+                 syncer_interval: float = 1.0, durable_acks: bool | Durability = False) -> None:
         self.config = ServerConfig(
             concurrency=concurrency, queues=dict(queues) if queues is not None else {"default": 1},
             strict_priority=strict_priority, retry_delay=retry_delay, is_failure=is_failure,
@@ -65,8 +68,10 @@ class Server:
             group_grace_period=group_grace_period, group_max_delay=group_max_delay, group_max_size=group_max_size,
             lease_duration=lease_duration, lease_grace=lease_grace, heartbeat_interval=heartbeat_interval,
             recover_interval=recover_interval, forward_max_wait=forward_max_wait,
-            idle_poll_interval=idle_poll_interval, janitor_interval=janitor_interval, syncer_interval=syncer_interval)
+            idle_poll_interval=idle_poll_interval, janitor_interval=janitor_interval, syncer_interval=syncer_interval,
+            durable_acks=durable_acks)
         self.redis_url = redis_url or default_redis_url()
+        parse_url(self.redis_url)  # a bad URL is an InvalidArgumentError now, not at run()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -118,7 +123,7 @@ class Server:
             await rt.aredis.ping()
         except (RedisConnectionError, OSError) as exc:
             await rt.close()
-            raise RedisUnavailableError(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
+            raise RedisUnavailableError(f"cannot reach Redis at {mask(self.redis_url)}: {exc}") from exc
         loops, processor, heartbeat = self._build(rt, mux)
         if signals:
             self._install_signals(processor)

@@ -49,6 +49,16 @@ def cluster_port(host: str = "127.0.0.1") -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
+def _online_replicas(info: dict[str, object]) -> int:
+    """Replicas past their initial sync (state=online) in an INFO replication reply."""
+    return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+               and v.get("state") == "online")
+
+
+def _text(v: object) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 class _Node:
     """One server process on 127.0.0.1 with its own directory (and config file, which Sentinel needs)."""
 
@@ -237,8 +247,7 @@ class LocalSentinel(_Group):
                             int(m.get("num-other-sentinels", 0)) < self.n_sentinels - 1:
                         ok = False
             with self.data[0].client() as c:
-                info = c.info("replication")
-                if int(info.get("connected_slaves", 0)) < self.n_replicas:
+                if _online_replicas(c.info("replication")) < self.n_replicas:
                     ok = False
             if ok:
                 return
@@ -252,7 +261,7 @@ class LocalSentinel(_Group):
     def primary_addr(self) -> tuple[str, int]:
         with self.sentinels[0].client() as c:
             host, port = c.sentinel_get_master_addr_by_name(self.service)
-        return str(host), int(port)
+        return _text(host), int(port)
 
     def failover(self, timeout: float = 20.0) -> tuple[str, int]:
         """SENTINEL FAILOVER, then wait until every Sentinel names the new primary and it accepts writes."""
@@ -265,7 +274,7 @@ class LocalSentinel(_Group):
             for s in self.sentinels:
                 with s.client() as c:
                     host, port = c.sentinel_get_master_addr_by_name(self.service)
-                    addrs.add((str(host), int(port)))
+                    addrs.add((_text(host), int(port)))
             if len(addrs) == 1 and old not in addrs:
                 new = addrs.pop()
                 with redis.Redis(*new, socket_timeout=2) as c:
@@ -280,7 +289,7 @@ class LocalSentinel(_Group):
         while time.monotonic() < deadline:
             with redis.Redis(*self.primary_addr(), socket_timeout=2) as c:
                 info = c.info("replication")
-                if info.get("role") == "master" and int(info.get("connected_slaves", 0)) >= self.n_replicas:
+                if info.get("role") == "master" and _online_replicas(info) >= self.n_replicas:
                     return
             time.sleep(0.1)
         raise RuntimeError("replicas did not reconnect after the failover")

@@ -11,8 +11,12 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
+from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import NoScriptError, ResponseError
 
+from asynqpy.connection import is_cluster
+from asynqpy.errors import NotDurableError
+from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.keys import QUEUES
 
 KeyOrArg = str | bytes | int | float
@@ -60,6 +64,10 @@ class Call:
     parse: Callable[[Any], Any] = field(default=_identity)
 
 
+def _evalsha(call: Call) -> tuple[Any, ...]:
+    return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+
+
 class SyncRunner:
     """Runs Calls on a redis.Redis client (decode_responses must be off: messages are binary)."""
 
@@ -79,6 +87,67 @@ class SyncRunner:
         except NoScriptError:
             raw = self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
+
+    def run_durable(self, call: Call, durable: Durability, *, register_queue: str | None = None) -> Any:
+        """run(), then WAIT on the same connection (the node holding the call's keys on a cluster).
+
+        Raises NotDurableError when too few replicas confirm within the timeout (the write stands on the primary).
+        """
+        if register_queue is not None:
+            self.redis.sadd(QUEUES, register_queue)  # a global key: another slot on a cluster
+        [(raw, acked)] = self._durable_groups([call], durable)
+        if isinstance(raw[0], Exception):
+            raise raw[0]
+        result = call.parse(raw[0])  # typed errors (duplicate, conflict) first: then nothing was written
+        durable.check(acked, call.script.name)
+        return result
+
+    def run_many_durable(self, calls: Sequence[Call], durable: Durability) -> tuple[list[Any], bool]:
+        """run_many() followed by WAIT per node. Returns (results, True when every node's replicas confirmed)."""
+        out: list[Any] = [None] * len(calls)
+        confirmed = True
+        order = self._by_node(calls)
+        for idxs, (raws, acked) in zip(order, self._durable_groups(calls, durable), strict=True):
+            for i, raw in zip(idxs, raws, strict=True):
+                out[i] = _parse_or_error(calls[i], raw)
+            try:
+                durable.check(acked, "batch")
+            except NotDurableError:
+                confirmed = False
+        return out, confirmed
+
+    def _by_node(self, calls: Sequence[Call]) -> list[list[int]]:
+        groups: dict[str, list[int]] = {}
+        for i, c in enumerate(calls):
+            node = self.redis.get_node_from_key(c.keys[0]).name if is_cluster(self.redis) else ""  # type: ignore[attr-defined]
+            groups.setdefault(node, []).append(i)
+        return list(groups.values())
+
+    def _durable_groups(self, calls: Sequence[Call], durable: Durability) -> list[tuple[list[Any], Any]]:
+        """Per node: its calls and WAIT in one pipeline on one connection; NOSCRIPT loads and retries once."""
+        out = []
+        for idxs in self._by_node(calls):
+            group = [calls[i] for i in idxs]
+            conn: Any = self.redis
+            if is_cluster(self.redis):
+                rc: Any = self.redis
+                conn = rc.get_redis_connection(rc.get_node_from_key(group[0].keys[0]))
+            for attempt in range(2):
+                pipe = conn.pipeline(transaction=False)
+                for c in group:
+                    pipe.execute_command(*_evalsha(c))
+                pipe.execute_command(*durable.wait_command)
+                res = list(pipe.execute(raise_on_error=False))
+                if attempt == 0 and any(isinstance(r, NoScriptError) for r in res):
+                    for sc in {c.script for c in group}:
+                        self.redis.script_load(sc.text)
+                    continue
+                break
+            for r in res[:-1]:
+                if isinstance(r, Exception) and not isinstance(r, ResponseError):
+                    raise r
+            out.append((res[:-1], res[-1]))
+        return out
 
     def _run_registering(self, call: Call, queue: str) -> Any:
         pipe = self.redis.pipeline(transaction=False)
@@ -125,6 +194,70 @@ class AsyncRunner:
         except NoScriptError:
             raw = await self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
+
+    async def run_durable(self, call: Call, durable: Durability, *, register_queue: str | None = None) -> Any:
+        """See SyncRunner.run_durable."""
+        if register_queue is not None:
+            await self.redis.sadd(QUEUES, register_queue)
+        [(raw, acked)] = await self._durable_groups([call], durable)
+        if isinstance(raw[0], Exception):
+            raise raw[0]
+        result = call.parse(raw[0])  # typed errors (duplicate, conflict) first: then nothing was written
+        durable.check(acked, call.script.name)
+        return result
+
+    async def run_many_durable(self, calls: Sequence[Call], durable: Durability) -> tuple[list[Any], bool]:
+        """See SyncRunner.run_many_durable."""
+        out: list[Any] = [None] * len(calls)
+        confirmed = True
+        order = await self._by_node(calls)
+        for idxs, (raws, acked) in zip(order, await self._durable_groups(calls, durable), strict=True):
+            for i, raw in zip(idxs, raws, strict=True):
+                out[i] = _parse_or_error(calls[i], raw)
+            try:
+                durable.check(acked, "batch")
+            except NotDurableError:
+                confirmed = False
+        return out, confirmed
+
+    async def _by_node(self, calls: Sequence[Call]) -> list[list[int]]:
+        groups: dict[str, list[int]] = {}
+        rc: Any = self.redis
+        if is_cluster(rc):
+            await rc.initialize()
+        for i, c in enumerate(calls):
+            node = rc.get_node_from_key(c.keys[0]).name if is_cluster(rc) else ""
+            groups.setdefault(node, []).append(i)
+        return list(groups.values())
+
+    async def _durable_groups(self, calls: Sequence[Call], durable: Durability) -> list[tuple[list[Any], Any]]:
+        out = []
+        rc: Any = self.redis
+        for idxs in await self._by_node(calls):
+            group = [calls[i] for i in idxs]
+            for attempt in range(2):
+                if is_cluster(rc):  # the owning node's own pipeline: one connection for the writes and WAIT
+                    node = rc.get_node_from_key(group[0].keys[0])
+                    cmds = [PipelineCommand(i, *_evalsha(c)) for i, c in enumerate(group)]
+                    cmds.append(PipelineCommand(len(group), *durable.wait_command))
+                    await node.execute_pipeline(cmds)
+                    res = [c.result for c in cmds]
+                else:
+                    pipe = rc.pipeline(transaction=False)
+                    for c in group:
+                        pipe.execute_command(*_evalsha(c))
+                    pipe.execute_command(*durable.wait_command)
+                    res = list(await pipe.execute(raise_on_error=False))
+                if attempt == 0 and any(isinstance(r, NoScriptError) for r in res):
+                    for sc in {c.script for c in group}:
+                        await rc.script_load(sc.text)
+                    continue
+                break
+            for r in res[:-1]:
+                if isinstance(r, Exception) and not isinstance(r, ResponseError):
+                    raise r
+            out.append((res[:-1], res[-1]))
+        return out
 
     async def _run_registering(self, call: Call, queue: str) -> Any:
         pipe = self.redis.pipeline(transaction=False)
