@@ -86,7 +86,8 @@ class Acker(Loop):
             # Not confirmed by a replica: replay it (harmless: the scripts skip tasks no longer held), so that
             # after a failover the new primary gets the acknowledgement too.
             if res is None or isinstance(res, Exception) or not confirmed:
-                self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name)
+                self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name,
+                                durable=durable if isinstance(durable, Durability) else None)
         for i in ids:
             self.held.discard(i)
         self.on_acked(ids)

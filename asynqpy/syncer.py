@@ -6,7 +6,9 @@ import logging
 import time
 from dataclasses import dataclass
 
+from asynqpy.errors import NotDurableError
 from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 
@@ -18,6 +20,7 @@ class PendingWrite:
     call: Call
     give_up_at: float
     what: str
+    durable: Durability | None = None  # replayed until a replica confirms it, not merely the primary
 
 
 class Syncer(Loop):
@@ -32,8 +35,8 @@ class Syncer(Loop):
         self.interval = rt.config.syncer_interval
         self.writes: list[PendingWrite] = []
 
-    def add(self, call: Call, *, give_up_at: float, what: str) -> None:
-        self.writes.append(PendingWrite(call, give_up_at, what))
+    def add(self, call: Call, *, give_up_at: float, what: str, durable: Durability | None = None) -> None:
+        self.writes.append(PendingWrite(call, give_up_at, what, durable))
 
     async def run_once(self) -> float | None:
         await self.flush()
@@ -53,6 +56,9 @@ class Syncer(Loop):
                 log.warning("syncer: dropped %s: its lease lapsed while Redis was unreachable", w.what)
                 continue
             try:
-                await self.rt.runner.run(w.call)
-            except REDIS_DOWN:
+                if w.durable is not None:
+                    await self.rt.runner.run_durable(w.call, w.durable)
+                else:
+                    await self.rt.runner.run(w.call)
+            except (*REDIS_DOWN, NotDurableError):
                 self.writes.append(w)
