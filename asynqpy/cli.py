@@ -52,6 +52,10 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p = sub.add_parser("worker", help="run a worker server for a ServeMux")
     p.add_argument("mux", help="module:attribute of the ServeMux, e.g. app.tasks:mux")
     p.add_argument("--redis-url", help="default: ASYNQPY_REDIS_URL, REDIS_URL, or the `asynqpy dev` server")
+    p.add_argument("--cluster", action="store_true",
+                   help="the URL names Redis Cluster seed nodes (same as redis+cluster://host:port,...)")
+    p.add_argument("--durable-acks", action="store_true",
+                   help="acknowledgements wait for a replica (Redis WAIT) so a failover cannot undo them")
     p.add_argument("--concurrency", type=int, default=10, help="tasks at once per process (default 10)")
     p.add_argument("--queues", default="default=1", help="name=priority,... (default: default=1)")
     p.add_argument("--strict", action="store_true", help="strict priority: lower queues only when higher are empty")
@@ -61,10 +65,16 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    from asynqpy.connection import cluster_url, parse
+    from asynqpy.embedded import default_redis_url
     from asynqpy.supervisor import WorkerSpec, run_workers
 
-    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, concurrency=args.concurrency,
-                      queues=parse_queues(args.queues), strict=args.strict, shutdown_timeout=args.shutdown_timeout)
+    url = args.redis_url or default_redis_url()
+    url = cluster_url(url) if args.cluster else url
+    parse(url)  # a bad URL: one line here, not a traceback in every child
+    spec = WorkerSpec(mux=args.mux, redis_url=url, concurrency=args.concurrency,
+                      queues=parse_queues(args.queues), strict=args.strict, shutdown_timeout=args.shutdown_timeout,
+                      durable_acks=args.durable_acks)
     load_mux(args.mux)  # fail here, once, with one line, rather than in every child
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")

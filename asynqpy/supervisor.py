@@ -25,6 +25,7 @@ class WorkerSpec:
     queues: dict[str, int] = field(default_factory=lambda: {"default": 1})
     strict: bool = False
     shutdown_timeout: float = 8.0
+    durable_acks: bool = False
 
 
 def serve_one(spec: WorkerSpec) -> None:
@@ -35,7 +36,7 @@ def serve_one(spec: WorkerSpec) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mux = load_mux(spec.mux)
     Server(spec.redis_url, concurrency=spec.concurrency, queues=spec.queues, strict_priority=spec.strict,
-           shutdown_timeout=spec.shutdown_timeout).run(mux)
+           shutdown_timeout=spec.shutdown_timeout, durable_acks=spec.durable_acks).run(mux)
     _exit_past_stuck_handlers()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError
 from asynqpy.task import TaskState
@@ -25,6 +26,8 @@ def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--redis-url", default=argparse.SUPPRESS,
                    help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
+    p.add_argument("--cluster", action="store_true", default=argparse.SUPPRESS,
+                   help="the URL names Redis Cluster seed nodes (same as redis+cluster://)")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
     return p
 
@@ -121,6 +124,8 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     """Run one command: connect, call the handler, print its result; errors become one line and exit 1."""
     url = getattr(args, "redis_url", None) or default_redis_url()
     try:
+        if getattr(args, "cluster", False):
+            url = cluster_url(url)
         with Inspector(url) as insp:
             out = handler(insp, args)
             print(dumps(out.data) if getattr(args, "json", False) else out.text)
