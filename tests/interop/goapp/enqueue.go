@@ -96,7 +96,7 @@ func errorKind(err error) string {
 
 // runEnqueue reads a JSON list of taskSpec from stdin and prints one line per task:
 // the TaskInfo with "event":"enqueued", or "event":"enqueue_error" with error and kind.
-func runEnqueue(opt asynq.RedisClientOpt) {
+func runEnqueue(opt asynq.RedisConnOpt) {
 	var specs []taskSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&specs); err != nil {
 		fail("read specs: %v", err)

@@ -30,7 +30,7 @@ func registerInspectFlags(fs *flag.FlagSet) *[]string {
 
 // runInspect prints one JSON object: queues, per_queue (info, today, every state's tasks, groups),
 // servers with active workers, scheduler entries with their enqueue events, and the --task lookups.
-func runInspect(opt asynq.RedisClientOpt, lookups []string) {
+func runInspect(opt asynq.RedisConnOpt, lookups []string) {
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
 	queues := must(insp.Queues())

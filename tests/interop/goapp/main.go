@@ -70,6 +70,8 @@ func main() {
 		lookups := registerInspectFlags(fs)
 		fs.Parse(args)
 		runInspect(common.connOpt(), *lookups)
+	case "cluster": // cluster.go: the same subcommands on a Redis Cluster
+		runCluster(args)
 	default:
 		fail("unknown subcommand %q", cmd)
 	}

@@ -86,7 +86,7 @@ func callJSON(ctx context.Context, t *asynq.Task) map[string]any {
 
 // runWork runs a Go asynq.Server until --expect handler calls have returned (and their results
 // are written), or --duration has passed, printing one JSON line per handler call.
-func runWork(opt asynq.RedisClientOpt, wf *workFlags) {
+func runWork(opt asynq.RedisConnOpt, wf *workFlags) {
 	delay := seconds(*wf.retryDelayS)
 	srv := asynq.NewServer(opt, asynq.Config{
 		Concurrency:              *wf.concurrency,
