@@ -83,7 +83,8 @@ def test_python_works_go_tasks_on_the_cluster(go_cluster: ClusterGoPeer, cluster
     assert [o["event"] for o in out] == ["enqueued"] * len(specs)
     with Inspector(cluster_url) as insp:  # ours reads Go's tasks before they run
         assert insp.get_task(spread_queues[2], "go-later").state.value == "scheduled"
-        assert insp.get_task(spread_queues[0], f"go-{spread_queues[0]}-0").info.payload == f"{spread_queues[0]}-0".encode()
+        q0 = spread_queues[0]
+        assert insp.get_task(q0, f"go-{q0}-0").info.payload == f"{q0}-0".encode()
 
     runs: dict[str, int] = {}
     lock = threading.Lock()
