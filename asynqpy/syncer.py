@@ -6,7 +6,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-from asynqpy.errors import NotDurableError
 from asynqpy.loop import REDIS_DOWN, Loop
 from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.scripts import Call
@@ -51,14 +50,31 @@ class Syncer(Loop):
             return
         now = time.time()
         todo, self.writes = self.writes, []
+        durable: list[PendingWrite] = []
         for w in todo:
             if now > w.give_up_at:
                 log.warning("syncer: dropped %s: its lease lapsed while Redis was unreachable", w.what)
                 continue
+            if w.durable is not None:
+                durable.append(w)
+                continue
             try:
-                if w.durable is not None:
-                    await self.rt.runner.run_durable(w.call, w.durable)
-                else:
-                    await self.rt.runner.run(w.call)
-            except (*REDIS_DOWN, NotDurableError):
+                await self.rt.runner.run(w.call)
+            except REDIS_DOWN:
                 self.writes.append(w)
+        if durable:
+            await self._flush_durable(durable)
+
+    async def _flush_durable(self, writes: list[PendingWrite]) -> None:
+        """All durable replays in one batch with one WAIT per node: kept, all of them, until a replica confirms."""
+        d = writes[0].durable
+        assert d is not None
+        try:
+            results, confirmed = await self.rt.runner.run_many_durable([w.call for w in writes], d)
+        except REDIS_DOWN:
+            self.writes += writes
+            return
+        if not confirmed:
+            self.writes += writes
+            return
+        self.writes += [w for w, res in zip(writes, results, strict=True) if isinstance(res, REDIS_DOWN)]

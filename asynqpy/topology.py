@@ -4,8 +4,10 @@ and trying things out; each node gets its own directory, removed on stop."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -74,9 +76,24 @@ class _Node:
                "--save", "", "--appendonly", "no", "--loglevel", "warning", *args]
         if sentinel:
             cmd.append("--sentinel")
+        self.cmd = cmd
+        self.proc = self._spawn(cmd)
+
+    def _spawn(self, cmd: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.dir / "server.log", "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
+        return proc
+
+    def restart_as_replica_of(self, host: str, port: int) -> None:
+        """Start the (stopped) server again, same port and directory, replicating host:port."""
+        cmd = list(self.cmd)
+        if "--replicaof" in cmd:
+            i = cmd.index("--replicaof")
+            del cmd[i:i + 3]
+        self.cmd = [*cmd, "--replicaof", host, str(port)]
+        self.proc = self._spawn(self.cmd)
+        self.wait()
 
     @property
     def addr(self) -> str:
@@ -286,6 +303,39 @@ class LocalSentinel(_Group):
                         return new
             time.sleep(0.05)
         raise RuntimeError("failover did not complete")
+
+    def crash_primary(self, lag: float = 0.5, timeout: float = 30.0) -> tuple[str, int]:
+        """A primary crash that loses writes: the replica is frozen (SIGSTOP) and its link cut, for `lag` seconds
+        the primary keeps taking writes it cannot replicate, then it is killed (SIGKILL) and the replica thawed.
+        Waits until the Sentinels have promoted it, restarts the old primary as its replica; returns the new
+        primary's address. Needs exactly one replica."""
+        old = self.primary_addr()
+        primary = next(n for n in self.data if (n.host, n.port) == old)
+        replica = next(n for n in self.data if n is not primary)
+        os.kill(replica.proc.pid, signal.SIGSTOP)
+        try:
+            with primary.client() as c:  # cut the link: what the primary takes from now on stays there
+                c.client_kill_filter(_type="replica")
+            time.sleep(lag)
+            primary.proc.kill()
+            primary.proc.wait(5)
+        finally:
+            os.kill(replica.proc.pid, signal.SIGCONT)
+        new = (replica.host, replica.port)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            addrs = set()
+            for s in self.sentinels:
+                with s.client() as c:
+                    host, port = c.sentinel_get_master_addr_by_name(self.service)
+                    addrs.add((_text(host), int(port)))
+            if addrs == {new}:
+                with replica.client() as c:
+                    if c.info("replication").get("role") == "master":
+                        primary.restart_as_replica_of(*new)
+                        return new
+            time.sleep(0.05)
+        raise RuntimeError("Sentinel did not promote the replica after the primary crashed")
 
     def wait_replicas_synced(self, timeout: float = 20.0) -> None:
         """Until the current primary has all its replicas connected again (after a failover)."""
