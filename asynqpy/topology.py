@@ -17,7 +17,7 @@ from typing import Self
 
 import redis
 
-from asynqpy.embedded import _answers_ping, server_binary
+from asynqpy.embedded import _answers_ping, server_binary, stop_process
 
 NODE_TIMEOUT_MS = 2000  # cluster-node-timeout: how soon a cluster notices a dead node
 
@@ -113,13 +113,7 @@ class _Node:
         return redis.Redis(self.host, self.port, socket_timeout=5)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
 
 class _Group:
@@ -284,6 +278,15 @@ class LocalSentinel(_Group):
             host, port = c.sentinel_get_master_addr_by_name(self.service)
         return _text(host), int(port)
 
+    def _named_primaries(self) -> set[tuple[str, int]]:
+        """The primary each Sentinel names now (one address once they agree)."""
+        addrs = set()
+        for s in self.sentinels:
+            with s.client() as c:
+                host, port = c.sentinel_get_master_addr_by_name(self.service)
+                addrs.add((_text(host), int(port)))
+        return addrs
+
     def failover(self, timeout: float = 20.0) -> tuple[str, int]:
         """SENTINEL FAILOVER, then wait until every Sentinel names the new primary and it accepts writes."""
         old = self.primary_addr()
@@ -291,11 +294,7 @@ class LocalSentinel(_Group):
             c.execute_command("SENTINEL", "FAILOVER", self.service)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            addrs = set()
-            for s in self.sentinels:
-                with s.client() as c:
-                    host, port = c.sentinel_get_master_addr_by_name(self.service)
-                    addrs.add((_text(host), int(port)))
+            addrs = self._named_primaries()
             if len(addrs) == 1 and old not in addrs:
                 new = addrs.pop()
                 with redis.Redis(*new, socket_timeout=2) as c:
@@ -324,12 +323,7 @@ class LocalSentinel(_Group):
         new = (replica.host, replica.port)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            addrs = set()
-            for s in self.sentinels:
-                with s.client() as c:
-                    host, port = c.sentinel_get_master_addr_by_name(self.service)
-                    addrs.add((_text(host), int(port)))
-            if addrs == {new}:
+            if self._named_primaries() == {new}:
                 with replica.client() as c:
                     if c.info("replication").get("role") == "master":
                         primary.restart_as_replica_of(*new)

@@ -32,7 +32,7 @@ from asynqpy import Client, ServeMux, Server, Task  # noqa: E402
 from asynqpy.connection import connect  # noqa: E402
 from asynqpy.embedded import EmbeddedServer  # noqa: E402
 from asynqpy.rdb import keys  # noqa: E402
-from asynqpy.topology import LocalCluster  # noqa: E402
+from asynqpy.topology import LocalCluster, LocalSentinel  # noqa: E402
 from inspector import Inspector  # noqa: E402
 
 QUEUES = [f"q{i:02d}" for i in range(20)]
@@ -123,11 +123,31 @@ def pickup(url: str, samples: int, flush: Any) -> dict[str, float]:
     return {"p50": statistics.median(out), "p99": out[min(len(out) - 1, int(len(out) * 0.99))]}
 
 
+def durable_cost(url: str, n: int) -> dict[str, dict[str, float]]:
+    """Per-enqueue latency (ms, p50 and p99) and rate, plain vs durable=True, on a primary with one replica."""
+    out = {}
+    with Client(url) as c:
+        for name, durable in (("plain", False), ("durable", True)):
+            for _ in range(200):  # warm
+                c.enqueue(Task("noop", b""), queue="warm", durable=durable)
+            lat = []
+            t0 = time.perf_counter()
+            for _ in range(n):
+                t = time.perf_counter()
+                c.enqueue(Task("noop", b""), durable=durable)
+                lat.append((time.perf_counter() - t) * 1000)
+            rate = n / (time.perf_counter() - t0)
+            lat.sort()
+            out[name] = {"p50_ms": statistics.median(lat), "p99_ms": lat[int(len(lat) * 0.99)], "per_s": rate}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-queue", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=2, help="drains per row; the best is reported")
     ap.add_argument("--pickup-samples", type=int, default=200)
+    ap.add_argument("--durable-samples", type=int, default=3000)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     os.environ.pop("ASYNQPY_REDIS_URL", None)
@@ -160,6 +180,12 @@ def main() -> None:
             print(f"pickup on {name:9s} (20 queues, idle worker): p50 {p['p50']:.2f} ms, p99 {p['p99']:.2f} ms")
         one.close()
         rc.close()
+    with LocalSentinel(replicas=1, sentinels=3) as sentinel:
+        cost = durable_cost(sentinel.url, args.durable_samples)
+        results["durable_enqueue"] = cost
+        for name, c in cost.items():
+            print(f"enqueue on Sentinel (1 replica), {name:7s}: p50 {c['p50_ms']:.3f} ms, p99 {c['p99_ms']:.3f} ms, "
+                  f"{c['per_s']:,.0f}/s one by one")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

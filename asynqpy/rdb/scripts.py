@@ -104,17 +104,7 @@ class SyncRunner:
 
     def run_many_durable(self, calls: Sequence[Call], durable: Durability) -> tuple[list[Any], bool]:
         """run_many() followed by WAIT per node. Returns (results, True when every node's replicas confirmed)."""
-        out: list[Any] = [None] * len(calls)
-        confirmed = True
-        order = self._by_node(calls)
-        for idxs, (raws, acked) in zip(order, self._durable_groups(calls, durable), strict=True):
-            for i, raw in zip(idxs, raws, strict=True):
-                out[i] = _parse_or_error(calls[i], raw)
-            try:
-                durable.check(acked, "batch")
-            except NotDurableError:
-                confirmed = False
-        return out, confirmed
+        return _gather(calls, self._by_node(calls), self._durable_groups(calls, durable), durable)
 
     def _by_node(self, calls: Sequence[Call]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
@@ -208,17 +198,7 @@ class AsyncRunner:
 
     async def run_many_durable(self, calls: Sequence[Call], durable: Durability) -> tuple[list[Any], bool]:
         """See SyncRunner.run_many_durable."""
-        out: list[Any] = [None] * len(calls)
-        confirmed = True
-        order = await self._by_node(calls)
-        for idxs, (raws, acked) in zip(order, await self._durable_groups(calls, durable), strict=True):
-            for i, raw in zip(idxs, raws, strict=True):
-                out[i] = _parse_or_error(calls[i], raw)
-            try:
-                durable.check(acked, "batch")
-            except NotDurableError:
-                confirmed = False
-        return out, confirmed
+        return _gather(calls, await self._by_node(calls), await self._durable_groups(calls, durable), durable)
 
     async def _by_node(self, calls: Sequence[Call]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
@@ -286,6 +266,21 @@ class AsyncRunner:
         for c in calls:
             queue_call(pipe, c)
         return list(await pipe.execute(raise_on_error=False))
+
+
+def _gather(calls: Sequence[Call], order: list[list[int]], groups: list[tuple[list[Any], Any]],
+            durable: Durability) -> tuple[list[Any], bool]:
+    """Per-call results in call order from per-node replies, and whether every node's WAIT was enough."""
+    out: list[Any] = [None] * len(calls)
+    confirmed = True
+    for idxs, (raws, acked) in zip(order, groups, strict=True):
+        for i, raw in zip(idxs, raws, strict=True):
+            out[i] = _parse_or_error(calls[i], raw)
+        try:
+            durable.check(acked, "batch")
+        except NotDurableError:
+            confirmed = False
+    return out, confirmed
 
 
 def queue_call(pipe: Any, call: Call) -> Any:
