@@ -12,6 +12,7 @@ import redis.asyncio as aredis
 
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
+from asynqpy.errors import NotDurableError
 from asynqpy.options import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, Duration, EnqueueOptions, build_options
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.durability import Durability
@@ -69,6 +70,7 @@ class _Batch:
         self.now = now
         self.chunk = chunk
         self.prepared = [_prepare(t, kw, now) for t in tasks]
+        self.durable = build_options(now=now, **kw).durable  # checked even for an empty batch
         self.out: list[TaskInfo | Exception] = []
 
     def chunks(self) -> Iterator[list[Call]]:
@@ -81,6 +83,14 @@ class _Batch:
         part = self.prepared[len(self.out):len(self.out) + len(results)]
         for (msg, opts, _), res in zip(part, results, strict=True):
             self.out.append(res if isinstance(res, Exception) else _info(msg, opts, self.now))
+
+
+def _unconfirmed(results: list[Any], confirmed: bool) -> list[Any]:
+    """A durable chunk's results: when the replicas did not confirm it, every stored task says so."""
+    if confirmed:
+        return results
+    err = NotDurableError("enqueued on the primary, but the replicas did not confirm the batch in time")
+    return [r if isinstance(r, Exception) else err for r in results]
 
 
 class _Options:
@@ -132,19 +142,24 @@ class Client:
                      max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
                      deadline: datetime | None = None, process_in: Duration | None = None,
                      process_at: datetime | None = None, retention: Duration | None = None,
-                     group: str | None = None, chunk: int = 1000) -> list[TaskInfo | Exception]:
+                     group: str | None = None, chunk: int = 1000,
+                     durable: bool | Durability = False) -> list[TaskInfo | Exception]:
         """Enqueue many tasks with the same options, pipelined in chunks.
 
-        Returns, per task, its TaskInfo or the error it met (e.g. TaskIDConflictError); argument errors raise.
+        Returns, per task, its TaskInfo or the error it met (e.g. TaskIDConflictError, or NotDurableError for
+        each task of a durable chunk the replicas did not confirm); argument errors raise.
         """
         now = time.time()
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
-                              retention, group)
+                              retention, group, durable)
         batch = _Batch(tasks, kw, now, chunk)
         if batch.prepared:
             self.redis.sadd(keys.QUEUES, queue)
         for calls in batch.chunks():
-            batch.record(self._runner.run_many(calls))
+            if batch.durable is not None:
+                batch.record(_unconfirmed(*self._runner.run_many_durable(calls, batch.durable)))
+            else:
+                batch.record(self._runner.run_many(calls))
         return batch.out
 
     def close(self) -> None:
@@ -186,16 +201,20 @@ class AsyncClient:
                            max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
                            deadline: datetime | None = None, process_in: Duration | None = None,
                            process_at: datetime | None = None, retention: Duration | None = None,
-                           group: str | None = None, chunk: int = 1000) -> list[TaskInfo | Exception]:
+                           group: str | None = None, chunk: int = 1000,
+                           durable: bool | Durability = False) -> list[TaskInfo | Exception]:
         """See Client.enqueue_many."""
         now = time.time()
         kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
-                              retention, group)
+                              retention, group, durable)
         batch = _Batch(tasks, kw, now, chunk)
         if batch.prepared:
             await self.redis.sadd(keys.QUEUES, queue)
         for calls in batch.chunks():
-            batch.record(await self._runner.run_many(calls))
+            if batch.durable is not None:
+                batch.record(_unconfirmed(*await self._runner.run_many_durable(calls, batch.durable)))
+            else:
+                batch.record(await self._runner.run_many(calls))
         return batch.out
 
     async def close(self) -> None:

@@ -86,3 +86,20 @@ def test_durable_on_cluster_waits_on_the_owning_node(cluster_url: str) -> None:
 
     asyncio.run(go())
     c.close()
+
+
+def test_durable_enqueue_many(redis_sentinel: LocalSentinel, redis_url: str) -> None:
+    redis_sentinel.wait_replicas_synced()
+    redis_sentinel.flushall()
+    with Client(redis_sentinel.url) as c:
+        out = c.enqueue_many([Task("t", str(i).encode()) for i in range(50)], durable=True, chunk=20)
+        assert all(not isinstance(o, Exception) for o in out) and len(out) == 50
+    with Client(redis_url) as lonely:  # no replica: every task of the batch says it is not confirmed
+        out = lonely.enqueue_many([Task("t", b"") for _ in range(3)], durable=Durability(timeout=0.02))
+        assert [type(o) for o in out] == [NotDurableError] * 3
+
+    async def go() -> list[object]:
+        async with AsyncClient(redis_sentinel.url) as ac:
+            return await ac.enqueue_many([Task("t", b"a")], durable=True)  # type: ignore[return-value]
+
+    assert not isinstance(asyncio.run(go())[0], Exception)
