@@ -48,7 +48,7 @@ async def noop(task: Any) -> None:
 
 def start_worker(url: str, queues: list[str]) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "asynqpy.cli", "worker", "bench.cluster_bench:mux", "--redis-url", url,
-           "--queues", ",".join(queues), "--concurrency", str(CONCURRENCY)]
+           "--queues", ",".join(queues), "--concurrency", str(CONCURRENCY)]  # main() may raise CONCURRENCY
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -143,15 +143,19 @@ def durable_cost(url: str, n: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
+    global CONCURRENCY
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--per-queue", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=2, help="drains per row; the best is reported")
     ap.add_argument("--pickup-samples", type=int, default=200)
     ap.add_argument("--durable-samples", type=int, default=3000)
+    ap.add_argument("--concurrency", type=int, default=10, help="per worker process (default 10)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    CONCURRENCY = args.concurrency
     os.environ.pop("ASYNQPY_REDIS_URL", None)
-    results: dict[str, Any] = {"per_queue": args.per_queue, "queues": len(QUEUES), "cpus": os.cpu_count()}
+    results: dict[str, Any] = {"per_queue": args.per_queue, "queues": len(QUEUES), "cpus": os.cpu_count(),
+                               "concurrency": CONCURRENCY}
     with EmbeddedServer() as single, LocalCluster(primaries=3) as cluster:
         one = connect(single.url)
         rc = connect(cluster.url)
