@@ -1,16 +1,20 @@
 """asynqpy: a Python task queue on Redis that speaks the wire format of Go's hibiken/asynq v0.26."""
 
 from asynqpy.client import AsyncClient, Client
+from asynqpy.config import ServerConfig
 from asynqpy.errors import (
     AsynqError,
     DuplicateTaskError,
+    InvalidArgumentError,
     QueueNotFoundError,
+    RedisUnavailableError,
     RevokeTask,
     SkipRetry,
     TaskIDConflictError,
     TaskNotFoundError,
 )
 from asynqpy.mux import ServeMux
+from asynqpy.options import TaskOptions
 from asynqpy.server import Server
 from asynqpy.task import ReceivedTask, Task, TaskInfo, TaskState
 
@@ -21,15 +25,19 @@ __all__ = [
     "AsynqError",
     "Client",
     "DuplicateTaskError",
+    "InvalidArgumentError",
     "QueueNotFoundError",
     "ReceivedTask",
+    "RedisUnavailableError",
     "RevokeTask",
     "ServeMux",
     "Server",
+    "ServerConfig",
     "SkipRetry",
     "Task",
     "TaskIDConflictError",
     "TaskInfo",
     "TaskNotFoundError",
+    "TaskOptions",
     "TaskState",
 ]

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TypeVar
 
 from asynqpy.loop import REDIS_DOWN, Loop
 from asynqpy.rdb import broker
@@ -15,6 +16,7 @@ from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
 
 MAX_BATCH = 500
+T = TypeVar("T")
 
 
 class Acker(Loop):
@@ -63,7 +65,7 @@ class Acker(Loop):
 
     async def _flush_batch(self) -> None:
         now = time.time()
-        calls: list[Call] = []
+        calls: list[Call[list[str]]] = []
         ids: list[str] = []
         for q in list(self._done):
             items = self._take(self._done, q)
@@ -75,11 +77,13 @@ class Acker(Loop):
             ids += [i for i, *_ in citems]
         durable = self.rt.config.durable_acks
         confirmed = True
+        results: list[list[str] | Exception | None]
         try:
             if isinstance(durable, Durability):
-                results, confirmed = await self.rt.runner.run_many_durable(calls, durable)
+                many, confirmed = await self.rt.runner.run_many_durable(calls, durable)
+                results = list(many)
             else:
-                results = await self.rt.runner.run_many(calls)
+                results = list(await self.rt.runner.run_many(calls))
         except REDIS_DOWN:
             results = [None] * len(calls)
         for call, res in zip(calls, results, strict=True):
@@ -93,7 +97,7 @@ class Acker(Loop):
         self.on_acked(ids)
 
     @staticmethod
-    def _take(buf: dict, q: str) -> list:  # type: ignore[type-arg]
+    def _take(buf: dict[str, list[T]], q: str) -> list[T]:
         items = buf[q]
         if len(items) <= MAX_BATCH:
             del buf[q]

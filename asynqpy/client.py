@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -12,10 +14,10 @@ import redis.asyncio as aredis
 
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import NotDurableError
-from asynqpy.options import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, Duration, EnqueueOptions, build_options
+from asynqpy.errors import InvalidArgumentError, NotDurableError, RedisUnavailableError, mask_url
+from asynqpy.options import EnqueueOptions, TaskOptions, check_int, options_from
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.durability import Durability
+from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo, TaskState
 from asynqpy.wire import TaskMessage
@@ -31,11 +33,20 @@ def _info(msg: TaskMessage, opts: EnqueueOptions, now: float) -> TaskInfo:
     return TaskInfo.from_message(msg, state, next_process_at=nxt)
 
 
-def _prepare(task: Task, kw: dict[str, Any], now: float) -> tuple[TaskMessage, EnqueueOptions, Call]:
+def message(task: Task, opts: EnqueueOptions) -> TaskMessage:
+    """The TaskMessage of task with resolved options (a Task made without payload keeps Go's nil form)."""
+    return broker.build_message(task.type, None if task.nil_payload else task.payload, task.headers, opts)
+
+
+def _check_task(task: Task, argument: str) -> Task:
     if not isinstance(task, Task):
-        raise TypeError(f"enqueue takes a Task, not {type(task).__name__}")
-    opts = build_options(now=now, **kw)
-    msg = broker.build_message(task.type, task.payload, dict(task.headers), opts)
+        raise InvalidArgumentError(f"{argument} must be a Task, not {type(task).__name__}", argument=argument)
+    return task
+
+
+def _prepare(task: Task, options: TaskOptions, now: float) -> tuple[TaskMessage, EnqueueOptions, Call[None]]:
+    opts = options.resolve(now)
+    msg = message(_check_task(task, "task"), opts)
     return msg, opts, broker.enqueue(msg, opts, now=now)
 
 
@@ -59,33 +70,40 @@ class _Registry:
 
 
 class _Batch:
-    """One enqueue_many: the checked messages, their Calls a chunk at a time, and each task's outcome.
+    """One enqueue_many: the messages, their Calls a chunk at a time, and each task's outcome.
 
-    Only the last Call of a chunk wakes idle workers, so a batch costs one wake-up per chunk.
+    The options are checked and resolved once for the batch; each task only gets its own id. Only the last
+    Call of a chunk wakes idle workers, so a batch costs one wake-up per chunk.
     """
 
-    def __init__(self, tasks: Iterable[Task], kw: dict[str, Any], now: float, chunk: int) -> None:
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"chunk must be a positive int, got {chunk!r}")
+    def __init__(self, tasks: Iterable[Task], options: TaskOptions, now: float, chunk: int) -> None:
+        check_int(chunk, "chunk", minimum=1)
+        if options.task_id is not None:
+            raise InvalidArgumentError("enqueue_many takes no task_id: every task gets its own", argument="task_id")
         self.now = now
         self.chunk = chunk
-        self.prepared = [_prepare(t, kw, now) for t in tasks]
-        self.durable = build_options(now=now, **kw).durable  # checked even for an empty batch
+        self.queue = options.queue
+        base = options.resolve(now, task_id="-")
+        self.durable = base.durable
+        self.prepared: list[tuple[TaskMessage, EnqueueOptions]] = []
+        for t in tasks:
+            opts = dataclasses.replace(base, task_id=str(uuid.uuid4()))
+            self.prepared.append((message(_check_task(t, "tasks"), opts), opts))
         self.out: list[TaskInfo | Exception] = []
 
-    def chunks(self) -> Iterator[list[Call]]:
+    def chunks(self) -> Iterator[list[Call[None]]]:
         for start in range(0, len(self.prepared), self.chunk):
             part = self.prepared[start:start + self.chunk]
             yield [broker.enqueue(msg, opts, now=self.now, wake=(i == len(part) - 1))
-                   for i, (msg, opts, _) in enumerate(part)]
+                   for i, (msg, opts) in enumerate(part)]
 
-    def record(self, results: list[Any]) -> None:
+    def record(self, results: Sequence[object]) -> None:
         part = self.prepared[len(self.out):len(self.out) + len(results)]
-        for (msg, opts, _), res in zip(part, results, strict=True):
+        for (msg, opts), res in zip(part, results, strict=True):
             self.out.append(res if isinstance(res, Exception) else _info(msg, opts, self.now))
 
 
-def _unconfirmed(results: list[Any], confirmed: bool) -> list[Any]:
+def _unconfirmed(results: list[Exception | None], confirmed: bool) -> list[Exception | None]:
     """A durable chunk's results: when the replicas did not confirm it, every stored task says so."""
     if confirmed:
         return results
@@ -93,73 +111,62 @@ def _unconfirmed(results: list[Any], confirmed: bool) -> list[Any]:
     return [r if isinstance(r, Exception) else err for r in results]
 
 
-class _Options:
-    """The keyword-only enqueue signature, shared by both clients."""
-
-    @staticmethod
-    def collect(queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
-                deadline: datetime | None = None, process_in: Duration | None = None,
-                process_at: datetime | None = None, unique: Duration | None = None, task_id: str | None = None,
-                retention: Duration | None = None, group: str | None = None,
-                durable: bool | Durability = False) -> dict[str, Any]:
-        return {"queue": queue, "max_retry": max_retry, "timeout": timeout, "deadline": deadline,
-                "process_in": process_in, "process_at": process_at, "unique": unique, "task_id": task_id,
-                "retention": retention, "group": group, "durable": durable}
-
-
 class Client:
-    """Enqueues tasks. redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server."""
+    """Enqueues tasks. redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server.
+
+    connection: an existing binary (decode_responses=False) redis.Redis to use instead.
+    """
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
-        self.redis = connection or connect(redis_url or default_redis_url())
+        url = redis_url or default_redis_url()
+        self.redis = connection or connect(url)
+        self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
 
-    def enqueue(self, task: Task, *, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
-                timeout: Duration | None = None, deadline: datetime | None = None,
-                process_in: Duration | None = None, process_at: datetime | None = None,
-                unique: Duration | None = None, task_id: str | None = None,
-                retention: Duration | None = None, group: str | None = None,
-                durable: bool | Durability = False) -> TaskInfo:
+    def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
         """Store task for processing and return its TaskInfo.
 
+        options: a TaskOptions; fields: any of its fields as keywords (queue=, max_retry=, timeout=, deadline=,
+        process_in=, process_at=, unique=, task_id=, retention=, group=, durable=), which win over options.
+
         durable=True (or a Durability) returns only once a replica also holds the task (Redis WAIT), so
-        a failover cannot lose it; NotDurableError says the replicas did not confirm in time.
-        Raises DuplicateTaskError, TaskIDConflictError, TypeError/ValueError for a bad argument,
-        and redis.ConnectionError when Redis cannot be reached.
+        a failover cannot lose it.
+
+        Raises DuplicateTaskError, TaskIDConflictError, InvalidArgumentError (a ValueError) naming a bad or
+        unknown argument, RedisUnavailableError when Redis cannot be reached, and NotDurableError when the
+        replicas of a durable enqueue did not confirm it in time.
         """
         now = time.time()
-        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
-                              retention, group, durable)
-        msg, opts, call = _prepare(task, kw, now)
-        if opts.durable is not None:
-            self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
-        else:
-            self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        msg, opts, call = _prepare(task, options_from(options, fields), now)
+        try:  # not a with-block: this is the enqueue hot path
+            if opts.durable is not None:
+                self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
+            else:
+                self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        except UNREACHABLE as exc:
+            raise RedisUnavailableError(self.url, exc) from exc
         return _info(msg, opts, now)
 
-    def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,
-                     max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
-                     deadline: datetime | None = None, process_in: Duration | None = None,
-                     process_at: datetime | None = None, retention: Duration | None = None,
-                     group: str | None = None, chunk: int = 1000,
-                     durable: bool | Durability = False) -> list[TaskInfo | Exception]:
-        """Enqueue many tasks with the same options, pipelined in chunks.
+    def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
+                     **fields: Any) -> list[TaskInfo | Exception]:
+        """Enqueue many tasks with the same options (those of enqueue but task_id), pipelined in chunks.
 
-        Returns, per task, its TaskInfo or the error it met (e.g. TaskIDConflictError, or NotDurableError for
-        each task of a durable chunk the replicas did not confirm); argument errors raise.
+        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=, or
+        NotDurableError for each task of a durable chunk the replicas did not confirm; one WAIT per chunk, per
+        node on a cluster). Raises InvalidArgumentError for a bad argument (before anything is enqueued) and
+        RedisUnavailableError.
         """
         now = time.time()
-        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
-                              retention, group, durable)
-        batch = _Batch(tasks, kw, now, chunk)
-        if batch.prepared:
-            self.redis.sadd(keys.QUEUES, queue)
-        for calls in batch.chunks():
-            if batch.durable is not None:
-                batch.record(_unconfirmed(*self._runner.run_many_durable(calls, batch.durable)))
-            else:
-                batch.record(self._runner.run_many(calls))
+        batch = _Batch(tasks, options_from(options, fields), now, chunk)
+        with reaching(self.url):
+            if batch.prepared:
+                self.redis.sadd(keys.QUEUES, batch.queue)
+            for calls in batch.chunks():
+                if batch.durable is not None:
+                    batch.record(_unconfirmed(*self._runner.run_many_durable(calls, batch.durable)))
+                else:
+                    batch.record(self._runner.run_many(calls))
         return batch.out
 
     def close(self) -> None:
@@ -176,45 +183,39 @@ class AsyncClient:
     """The asyncio twin of Client, with the same arguments and errors."""
 
     def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
-        self.redis = connection or aconnect(redis_url or default_redis_url())
+        url = redis_url or default_redis_url()
+        self.redis = connection or aconnect(url)
+        self.url = mask_url(url) if connection is None else url_of(connection)
         self._runner = AsyncRunner(self.redis)
         self._registry = _Registry()
 
-    async def enqueue(self, task: Task, *, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
-                      timeout: Duration | None = None, deadline: datetime | None = None,
-                      process_in: Duration | None = None, process_at: datetime | None = None,
-                      unique: Duration | None = None, task_id: str | None = None,
-                      retention: Duration | None = None, group: str | None = None,
-                      durable: bool | Durability = False) -> TaskInfo:
+    async def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
         """See Client.enqueue."""
         now = time.time()
-        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, unique, task_id,
-                              retention, group, durable)
-        msg, opts, call = _prepare(task, kw, now)
-        if opts.durable is not None:
-            await self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
-        else:
-            await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        msg, opts, call = _prepare(task, options_from(options, fields), now)
+        try:
+            if opts.durable is not None:
+                await self._runner.run_durable(call, opts.durable,
+                                               register_queue=self._registry.due(opts.queue, now))
+            else:
+                await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+        except UNREACHABLE as exc:
+            raise RedisUnavailableError(self.url, exc) from exc
         return _info(msg, opts, now)
 
-    async def enqueue_many(self, tasks: Iterable[Task], *, queue: str = DEFAULT_QUEUE,
-                           max_retry: int = DEFAULT_MAX_RETRY, timeout: Duration | None = None,
-                           deadline: datetime | None = None, process_in: Duration | None = None,
-                           process_at: datetime | None = None, retention: Duration | None = None,
-                           group: str | None = None, chunk: int = 1000,
-                           durable: bool | Durability = False) -> list[TaskInfo | Exception]:
+    async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
+                           **fields: Any) -> list[TaskInfo | Exception]:
         """See Client.enqueue_many."""
         now = time.time()
-        kw = _Options.collect(queue, max_retry, timeout, deadline, process_in, process_at, None, None,
-                              retention, group, durable)
-        batch = _Batch(tasks, kw, now, chunk)
-        if batch.prepared:
-            await self.redis.sadd(keys.QUEUES, queue)
-        for calls in batch.chunks():
-            if batch.durable is not None:
-                batch.record(_unconfirmed(*await self._runner.run_many_durable(calls, batch.durable)))
-            else:
-                batch.record(await self._runner.run_many(calls))
+        batch = _Batch(tasks, options_from(options, fields), now, chunk)
+        with reaching(self.url):
+            if batch.prepared:
+                await self.redis.sadd(keys.QUEUES, batch.queue)
+            for calls in batch.chunks():
+                if batch.durable is not None:
+                    batch.record(_unconfirmed(*await self._runner.run_many_durable(calls, batch.durable)))
+                else:
+                    batch.record(await self._runner.run_many(calls))
         return batch.out
 
     async def close(self) -> None:

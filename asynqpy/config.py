@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asynqpy.options import check_durable, check_queue
+from asynqpy.errors import InvalidArgumentError
+from asynqpy.options import check_durable, check_int, check_queue
 from asynqpy.rdb.durability import Durability
+from asynqpy.task import ReceivedTask, Task
 
 
-def default_retry_delay(n: int, exc: BaseException, task: Any) -> float:
+def default_retry_delay(n: int, exc: BaseException, task: ReceivedTask | None) -> float:
     """asynq's formula: n^4 + 15 + rand[0,30) * (n+1) seconds, n = retries done before this failure."""
     return n**4 + 15 + random.randrange(30) * (n + 1)
 
@@ -21,7 +24,14 @@ def default_is_failure(exc: BaseException) -> bool:
     return True
 
 
-RetryDelay = Callable[[int, BaseException, Any], float]
+# retry_delay(retries done, the error, the task as its handler saw it) -> seconds until the next attempt. The
+# recoverer calls it too, with LeaseExpiredError, for a task whose worker died.
+RetryDelay = Callable[[int, BaseException, ReceivedTask], float]
+
+
+_SECONDS = ("shutdown_timeout", "lease_duration", "lease_grace", "heartbeat_interval", "recover_interval",
+            "forward_max_wait", "idle_poll_interval", "janitor_interval", "syncer_interval", "group_grace_period",
+            "group_max_delay")
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,9 @@ class ServerConfig:
 
     concurrency: 10 tasks at once. queues: {"default": 1}, priorities > 0 (weighted random order, or
     strict descending with strict_priority). retry_delay(n, exc, task) -> seconds: asynq's formula.
-    is_failure(exc) -> bool: True (False = retry without counting an attempt). error_handler(task, exc):
+    is_failure(exc) -> bool: True (False = retry without counting an attempt). Both are also asked about a task
+    whose worker died (exc is asynqpy.errors.LeaseExpiredError); if either raises, the task is retried with
+    asynq's delay all the same. error_handler(task, exc):
     None. shutdown_timeout: 8 s, then unfinished tasks are requeued. lease_duration: 30 s (asynq's);
     heartbeat_interval: 5 s; recover_interval: 60 s, recovering leases expired for more than
     lease_grace (30 s). forward_max_wait: 1 s (the forwarder otherwise sleeps until the next due time).
@@ -39,6 +51,10 @@ class ServerConfig:
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
     True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
     a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
+
+    The one definition of a server's settings: Server(url, config, **settings), the supervisor and
+    `asynqpy worker` build one of these. A bad value raises InvalidArgumentError (a ValueError) naming the
+    field. Adding a setting is a field here (with its check) plus its use.
     """
 
     concurrency: int = 10
@@ -46,7 +62,7 @@ class ServerConfig:
     strict_priority: bool = False
     retry_delay: RetryDelay = default_retry_delay
     is_failure: Callable[[BaseException], bool] = default_is_failure
-    error_handler: Callable[[Any, BaseException], Any] | None = None
+    error_handler: Callable[[ReceivedTask, BaseException], Any] | None = None
     shutdown_timeout: float = 8.0
     lease_duration: float = 30.0
     lease_grace: float = 30.0
@@ -56,41 +72,61 @@ class ServerConfig:
     idle_poll_interval: float = 0.1
     janitor_interval: float = 8.0
     syncer_interval: float = 1.0
-    group_aggregator: Callable[[str, list[Any]], Any] | None = None
+    group_aggregator: Callable[[str, list[Task]], Any] | None = None
     group_grace_period: float = 60.0
     group_max_delay: float = 0.0
     group_max_size: int = 0
     durable_acks: bool | Durability | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ValueError(f"concurrency must be a positive int, got {self.concurrency!r}")
+        check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
         if not isinstance(self.queues, Mapping) or not self.queues:
-            raise ValueError("queues must be a non-empty mapping of queue name to priority")
+            raise InvalidArgumentError("queues must be a non-empty mapping of queue name to priority",
+                                       argument="queues")
         kept = {}
         for q, p in self.queues.items():
-            check_queue(q)
+            check_queue(q, "queues")
             if isinstance(p, bool) or not isinstance(p, int):
-                raise TypeError(f"priority of queue {q!r} must be an int, not {type(p).__name__}")
+                raise InvalidArgumentError(f"priority of queue {q!r} must be an int, not {type(p).__name__}",
+                                           argument="queues")
             if p > 0:  # asynq ignores queues with priority <= 0
                 kept[q] = p
         if not kept:
-            raise ValueError("every queue has priority <= 0; give at least one a positive priority")
+            raise InvalidArgumentError("every queue has priority <= 0; give at least one a positive priority",
+                                       argument="queues")
         object.__setattr__(self, "queues", kept)
-        for name in ("shutdown_timeout", "lease_duration", "lease_grace", "heartbeat_interval", "recover_interval",
-                     "forward_max_wait", "idle_poll_interval", "janitor_interval", "syncer_interval",
-                     "group_grace_period", "group_max_delay"):
+        if not isinstance(self.strict_priority, bool):
+            raise InvalidArgumentError("strict_priority must be True or False", argument="strict_priority")
+        for name in _SECONDS:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v < 0:
-                raise ValueError(f"{name} must be a non-negative number of seconds, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v) or v < 0:
+                raise InvalidArgumentError(f"{name} must be a non-negative number of seconds, got {v!r}",
+                                           argument=name)
+        check_int(self.group_max_size, "group_max_size")
         if self.heartbeat_interval >= self.lease_duration:
-            raise ValueError("heartbeat_interval must be shorter than lease_duration, or leases lapse")
+            raise InvalidArgumentError("heartbeat_interval must be shorter than lease_duration, or leases lapse",
+                                       argument="heartbeat_interval")
         for name in ("retry_delay", "is_failure"):
             if not callable(getattr(self, name)):
-                raise TypeError(f"{name} must be callable")
-        object.__setattr__(self, "durable_acks", check_durable(self.durable_acks or False))
+                raise InvalidArgumentError(f"{name} must be callable", argument=name)
+        for name in ("error_handler", "group_aggregator"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise InvalidArgumentError(f"{name} must be callable or None", argument=name)
+        object.__setattr__(self, "durable_acks", check_durable(self.durable_acks, "durable_acks"))
         if self.group_aggregator is not None and self.group_grace_period < 1:
-            raise ValueError("group_grace_period must be at least 1 second")
+            raise InvalidArgumentError("group_grace_period must be at least 1 second", argument="group_grace_period")
+
+    def replace(self, settings: Mapping[str, Any]) -> ServerConfig:
+        """This config with settings replacing its fields (checked again). Raises InvalidArgumentError for an
+        unknown name or a bad value."""
+        if not settings:
+            return self
+        names = {f.name for f in dataclasses.fields(self)}
+        for k in settings:
+            if k not in names:
+                raise InvalidArgumentError(f"unknown server setting {k!r}; the settings are: "
+                                           f"{', '.join(sorted(names))}", argument=k)
+        return dataclasses.replace(self, **settings)
 
     def queue_order(self) -> list[str]:
         """The order to try queues for one fetch: strict by priority, or asynq's weighted random order."""

@@ -15,8 +15,8 @@ Every bad URL raises InvalidArgumentError(argument="redis_url") saying what is w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, cast
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from typing import Any, Self, cast
+from urllib.parse import parse_qs, quote, unquote
 
 import redis
 import redis.asyncio as aredis
@@ -24,14 +24,17 @@ from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ClusterError, RedisClusterException
 from redis.sentinel import Sentinel
 
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
 
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 SCHEMES = SINGLE_SCHEMES + CLUSTER_SCHEMES + SENTINEL_SCHEMES
+
+mask = mask_url  # one rule hides passwords in every message: asynqpy.errors.mask_url
 
 # Options every client gets: sockets that notice a dead peer instead of hanging, and a retry on the
 # network errors a failover or a node restart causes.
@@ -63,25 +66,6 @@ class RedisURL:
 
 def _bad(url: str, why: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"bad Redis URL {mask(url)!r}: {why}", argument="redis_url")
-
-
-def mask(url: str) -> str:
-    """The URL with its password(s) replaced by ***, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, rest = netloc.rpartition("@")
-        user, sep, _pw = userinfo.partition(":")
-        netloc = f"{user}{sep}{'***' if sep else ''}@{rest}"
-    query = "&".join(
-        f"{k}=***" if k.endswith("password") else f"{k}={v}"
-        for k, v in ((p.partition("=")[0], p.partition("=")[2]) for p in parts.query.split("&") if p)
-    )
-    out = f"{parts.scheme}://{netloc}{parts.path}"
-    return f"{out}?{query}" if query else out
 
 
 def _hosts(url: str, hostlist: str, default_port: int) -> tuple[tuple[str, int], ...]:
@@ -147,7 +131,7 @@ def parse(url: str, *, cluster: bool = False) -> RedisURL:
     tls = scheme.startswith("rediss")
     if scheme in SINGLE_SCHEMES:
         try:
-            redis.connection.parse_url(url)
+            cast(Any, redis.connection).parse_url(url)
         except ValueError as exc:
             raise _bad(url, str(exc)) from None
         return RedisURL("single", url, tls=tls)
@@ -198,10 +182,14 @@ def connect(url: str, *, cluster: bool = False, **kwargs: Any) -> SyncClient:
         return redis.Redis.from_url(p.url, **kw)
     if p.kind == "cluster":
         kw = _common(p, kwargs)
-        return cast(redis.Redis, RedisCluster(startup_nodes=[ClusterNode(h, port) for h, port in p.hosts], **kw))
-    sentinel = Sentinel(list(p.hosts), sentinel_kwargs=_sentinel_kwargs(p),
-                        socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
-    return sentinel.master_for(p.service, redis_class=redis.Redis, db=p.db, **_common(p, kwargs))
+        try:  # the sync cluster client asks the seeds for the slot map at once
+            rc = RedisCluster(startup_nodes=[_node(ClusterNode, h, port) for h, port in p.hosts], **kw)
+        except RedisClusterException as exc:
+            raise RedisUnavailableError(p.url, exc) from exc
+        return cast(redis.Redis, rc)
+    sentinel: Any = cast(Any, Sentinel)(list(p.hosts), sentinel_kwargs=_sentinel_kwargs(p),
+                                        socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
+    return cast(redis.Redis, sentinel.master_for(p.service, redis_class=redis.Redis, db=p.db, **_common(p, kwargs)))
 
 
 def aconnect(url: str, *, cluster: bool = False, **kwargs: Any) -> AsyncClient:
@@ -213,11 +201,31 @@ def aconnect(url: str, *, cluster: bool = False, **kwargs: Any) -> AsyncClient:
     if p.kind == "cluster":
         kw = _common(p, kwargs)
         kw.pop("health_check_interval", None)  # not an option of the asyncio cluster client
-        return cast(aredis.Redis, AsyncRedisCluster(startup_nodes=[AsyncClusterNode(h, port) for h, port in p.hosts],
-                                                    **kw))
-    sentinel = AsyncSentinel(list(p.hosts), sentinel_kwargs=_sentinel_kwargs(p),
-                             socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
-    return sentinel.master_for(p.service, redis_class=aredis.Redis, db=p.db, **_common(p, kwargs))
+        nodes = [_node(AsyncClusterNode, h, port) for h, port in p.hosts]
+        return cast(aredis.Redis, _AsyncCluster(startup_nodes=nodes, **kw))
+    sentinel: Any = cast(Any, AsyncSentinel)(list(p.hosts), sentinel_kwargs=_sentinel_kwargs(p),
+                                             socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT)
+    return cast(aredis.Redis,
+                sentinel.master_for(p.service, redis_class=aredis.Redis, db=p.db, **_common(p, kwargs)))
+
+
+def _node(cls: Any, host: str, port: int) -> Any:
+    """A (sync or asyncio) ClusterNode: redis-py leaves its constructor untyped."""
+    return cls(host, port)
+
+
+class _AsyncCluster(AsyncRedisCluster):
+    """The asyncio cluster client, whose first command asks the seeds for the slot map: no seed reachable is a
+    redis ConnectionError (as for one server), not a bare RedisClusterException, so callers see Redis down."""
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> Self:
+        try:
+            await super().initialize(*args, **kwargs)
+            return self
+        except RedisClusterException as exc:
+            if isinstance(exc, ClusterError) or "cannot be connected" not in str(exc):
+                raise
+            raise redis.ConnectionError(str(exc)) from exc
 
 
 def _sentinel_kwargs(p: RedisURL) -> dict[str, Any]:

@@ -17,10 +17,8 @@ from asynqpy.task import ReceivedTask, Task
 log = logging.getLogger("asynqpy.demo")
 
 QUEUES = {"critical": 6, "default": 3, "low": 1}
-mux = ServeMux()
 
 
-@mux.handler("email:send")
 async def send_email(task: ReceivedTask) -> None:
     """Succeeds after a short pause; one in ten hits a 'temporary' SMTP error and is retried."""
     data = json.loads(task.payload)
@@ -30,7 +28,6 @@ async def send_email(task: ReceivedTask) -> None:
     task.write_result(json.dumps({"sent_to": data["to"]}).encode())
 
 
-@mux.handler("report:")
 def build_report(task: ReceivedTask) -> None:
     """A plain function (runs in a thread). Reports for the 'broken' customer always fail and end archived."""
     data = json.loads(task.payload)
@@ -39,7 +36,6 @@ def build_report(task: ReceivedTask) -> None:
         raise ValueError(f"no billing data for customer {data['customer']!r}")
 
 
-@mux.handler("sync:crm")
 async def sync_crm(task: ReceivedTask) -> None:
     """Mostly fine; a payload without an account id is rejected at once (SkipRetry: archived, no retries)."""
     data = json.loads(task.payload)
@@ -48,9 +44,21 @@ async def sync_crm(task: ReceivedTask) -> None:
     await asyncio.sleep(random.uniform(0.01, 0.1))
 
 
-@mux.handler("cleanup:")
 async def cleanup(task: ReceivedTask) -> None:
     await asyncio.sleep(0.02)
+
+
+def build_mux() -> ServeMux:
+    """A new ServeMux with the demo handlers (the module's `mux` is one; `asynqpy dev` builds its own)."""
+    m = ServeMux()
+    m.handle("email:send", send_email)
+    m.handle("report:", build_report)
+    m.handle("sync:crm", sync_crm)
+    m.handle("cleanup:", cleanup)
+    return m
+
+
+mux = build_mux()
 
 
 def _one(client: Client, n: int) -> None:

@@ -65,11 +65,46 @@ class MalformedTaskError(AsynqError):
 
 
 class LeaseExpiredError(AsynqError):
-    """The worker no longer holds the task: it is not in active or its lease entry is gone."""
+    """A task's worker died (its lease ran out): what the recoverer hands to retry_delay and is_failure, as Go
+    asynq hands them ErrLeaseExpired. Its text is asynq's, stored as the task's last error."""
+
+    def __init__(self, message: str = "asynq: task lease expired", *, queue: str = "", task_id: str = "") -> None:
+        super().__init__(message, queue=queue, task_id=task_id)
 
 
 class RedisUnavailableError(AsynqError):
-    """The broker could not be reached."""
+    """Redis could not be reached (refused, timed out, authentication failed...).
+
+    .url is the server's URL with its password masked; .reason what redis-py said. Layers above the core
+    catch this, never redis-py's exceptions.
+    """
+
+    def __init__(self, url: str, reason: object = "") -> None:
+        self.url = mask_url(url)
+        self.reason = str(reason)
+        super().__init__(f"cannot reach Redis at {self.url}" + (f": {self.reason}" if self.reason else ""))
+
+    def __reduce__(self) -> tuple[type[RedisUnavailableError], tuple[str, str]]:
+        return type(self), (self.url, self.reason)
+
+
+def mask_url(url: str) -> str:
+    """The URL with its passwords replaced by ***: "redis://:***@host:6379/0", and query options whose name ends
+    in "password" (e.g. a Sentinel URL's sentinel_password=) too."""
+    head, q, query = url.partition("?")
+    scheme, sep, rest = head.partition("://")
+    if sep:
+        netloc, slash, path = rest.partition("/")
+        if "@" in netloc:
+            creds, _, hosts = netloc.rpartition("@")
+            user, colon, _ = creds.partition(":")
+            netloc = f"{user}{':***' if colon else ''}@{hosts}"
+        head = f"{scheme}://{netloc}{slash}{path}"
+    if not q:
+        return head
+    opts = [f"{p.partition('=')[0]}=***" if p.partition("=")[0].lower().endswith("password") else p
+            for p in query.split("&")]
+    return f"{head}?{'&'.join(opts)}"
 
 
 class NotDurableError(AsynqError):

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.task import ReceivedTask
 
 Handler = Callable[[ReceivedTask], Any]
@@ -30,13 +31,14 @@ class ServeMux:
         self._middleware: list[Middleware] = []
 
     def handle(self, pattern: str, fn: Handler) -> None:
-        """Register fn for pattern. Raises ValueError for a blank or repeated pattern, TypeError if not callable."""
+        """Register fn for pattern. Raises InvalidArgumentError (a ValueError) for a blank or repeated pattern or
+        a handler that is not callable."""
         if not isinstance(pattern, str) or not pattern.strip():
-            raise ValueError("handler pattern must be a non-blank string")
+            raise InvalidArgumentError("handler pattern must be a non-blank string", argument="pattern")
         if not callable(fn):
-            raise TypeError(f"handler for {pattern!r} is not callable")
+            raise InvalidArgumentError(f"handler for {pattern!r} is not callable", argument="handler")
         if pattern in self._routes:
-            raise ValueError(f"a handler for {pattern!r} is registered already")
+            raise InvalidArgumentError(f"a handler for {pattern!r} is registered already", argument="pattern")
         self._routes[pattern] = fn
 
     def handler(self, pattern: str) -> Callable[[Handler], Handler]:
@@ -90,7 +92,7 @@ def _as_async(fn: Handler | None, run_sync: Callable[[Handler, ReceivedTask], Aw
             raise HandlerNotFound(task.type)
         return missing
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
-        return fn  # type: ignore[return-value]
+        return fn
 
     async def threaded(task: ReceivedTask) -> Any:
         result = await run_sync(fn, task)

@@ -1,13 +1,22 @@
-"""Enqueue options: every keyword of Client.enqueue is checked here, in one place."""
+"""Enqueue options: TaskOptions declares every keyword of Client.enqueue once and checks it, in one place.
+
+Adding an option is one field on TaskOptions (it names its check) plus its use in resolve() and the
+broker. Client, AsyncClient, enqueue_many and the Scheduler all take a TaskOptions, keywords of the same names,
+or both (keywords win).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.rdb.durability import Durability
 
 DEFAULT_QUEUE = "default"
@@ -17,14 +26,69 @@ DEFAULT_TIMEOUT = 1800  # seconds; asynq writes it only when neither timeout nor
 Duration = int | float | timedelta
 
 
+def _bad(argument: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(message, argument=argument)
+
+
+def seconds(value: Duration, name: str, *, allow_zero: bool = True) -> float:
+    """A duration in seconds from a number or timedelta. Raises InvalidArgumentError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise _bad(name, f"{name} must be seconds (int or float) or a timedelta, not {type(value).__name__}")
+    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if math.isnan(s) or math.isinf(s):
+        raise _bad(name, f"{name} must be a finite duration")
+    if s < 0 or (s == 0 and not allow_zero):
+        raise _bad(name, f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {s}")
+    return s
+
+
+def unix_time(value: datetime, name: str) -> float:
+    """Unix seconds of an aware datetime. Raises InvalidArgumentError naming the argument."""
+    if not isinstance(value, datetime):
+        raise _bad(name, f"{name} must be an aware datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise _bad(name, f"{name} must be an aware datetime (give it a tzinfo, e.g. datetime.now(UTC))")
+    return value.timestamp()
+
+
+def check_queue(queue: str, name: str = "queue") -> str:
+    """Raises InvalidArgumentError for a queue name asynq cannot store (not a str, blank, or with braces)."""
+    if not isinstance(queue, str):
+        raise _bad(name, f"{name} must be a str, not {type(queue).__name__}")
+    if not queue.strip():
+        raise _bad(name, "queue name must not be blank")
+    if "{" in queue or "}" in queue:
+        raise _bad(name, f"queue name {queue!r} must not contain '{{' or '}}' (they form the Redis hash tag)")
+    return queue
+
+
+def check_int(value: int, name: str, *, minimum: int = 0, maximum: int = 2**31 - 1) -> int:
+    """Raises InvalidArgumentError unless value is an int (not a bool) in [minimum, maximum]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(name, f"{name} must be an int, not {type(value).__name__}")
+    if value < minimum:
+        raise _bad(name, f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise _bad(name, f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_text(value: str, name: str) -> str:
+    """Raises InvalidArgumentError unless value is a non-blank str."""
+    if not isinstance(value, str):
+        raise _bad(name, f"{name} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise _bad(name, f"{name} must not be blank")
+    return value
+
+
 @dataclass(frozen=True)
 class EnqueueOptions:
-    """The checked options of one enqueue. Times are Unix seconds; durations seconds.
+    """The resolved options of one enqueue, as the broker writes them. Times are Unix seconds; durations seconds.
 
-    queue: "default". max_retry: 25. timeout: 1800 when neither timeout nor deadline is given, else 0 if
-    not given. deadline: 0 (none). process_at: 0 means now. unique_ttl: 0 (not unique). task_id: a new
-    UUIDv4. retention: 0. group: "" (no aggregation). durable: None (return once the primary has the task);
-    a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it too.
+    timeout: 1800 when neither timeout nor deadline is given, else 0 if not given. deadline: 0 (none).
+    process_at: 0 means now. unique_ttl: 0 (not unique). group: "" (no aggregation). durable: None (done once
+    the primary has the task); a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it.
     """
 
     queue: str
@@ -39,96 +103,131 @@ class EnqueueOptions:
     durable: Durability | None = None
 
 
-def seconds(value: Duration, name: str, *, allow_zero: bool = True) -> float:
-    """A duration in seconds from a number or timedelta. Raises TypeError/ValueError naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        raise TypeError(f"{name} must be seconds (int or float) or a timedelta, not {type(value).__name__}")
-    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if math.isnan(s) or math.isinf(s):
-        raise ValueError(f"{name} must be a finite duration")
-    if s < 0 or (s == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {s}")
-    return s
+def _check_timeout(value: Duration, name: str) -> None:
+    if seconds(value, name, allow_zero=False) < 1:
+        raise _bad(name, f"{name} must be at least 1 second (asynq stores whole seconds)")
 
 
-def unix_time(value: datetime, name: str) -> float:
-    """Unix seconds of an aware datetime. Raises TypeError/ValueError naming the argument."""
-    if not isinstance(value, datetime):
-        raise TypeError(f"{name} must be an aware datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"{name} must be an aware datetime (give it a tzinfo, e.g. datetime.now(UTC))")
-    return value.timestamp()
+def _check_unique(value: Duration, name: str) -> None:
+    if seconds(value, name) < 1:
+        raise _bad(name, f"{name} must be at least 1 second")
 
 
-def check_queue(queue: str) -> str:
-    """Raises TypeError/ValueError for a queue name asynq cannot store (blank, or containing braces)."""
-    if not isinstance(queue, str):
-        raise TypeError(f"queue must be a str, not {type(queue).__name__}")
-    if not queue.strip():
-        raise ValueError("queue name must not be blank")
-    if "{" in queue or "}" in queue:
-        raise ValueError(f"queue name {queue!r} must not contain '{{' or '}}' (they form the Redis hash tag)")
-    return queue
+def check_durable(value: bool | Durability | None, name: str = "durable") -> Durability | None:
+    """True means one replica within a second; a Durability says how many and how long; False or None: off.
+    Raises InvalidArgumentError naming the argument for anything else."""
+    if value is None or isinstance(value, Durability):
+        return value
+    if not isinstance(value, bool):
+        raise _bad(name, f"{name} must be True, False or a Durability, not {type(value).__name__}")
+    return Durability() if value else None
 
 
-def build_options(*, queue: str = DEFAULT_QUEUE, max_retry: int = DEFAULT_MAX_RETRY,
-                  timeout: Duration | None = None, deadline: datetime | None = None,
-                  process_in: Duration | None = None, process_at: datetime | None = None,
-                  unique: Duration | None = None, task_id: str | None = None,
-                  retention: Duration | None = None, group: str | None = None,
-                  durable: bool | Durability = False, now: float | None = None) -> EnqueueOptions:
-    """Check every enqueue option and apply asynq's defaults.
+@dataclass(frozen=True)
+class TaskOptions:
+    """The options of an enqueue, checked when made (InvalidArgumentError naming the field).
 
-    Raises TypeError for a wrong type and ValueError for a wrong value, naming the argument.
+    queue: "default". max_retry: 25 (retries after the first attempt). timeout: seconds or timedelta per
+    attempt (30 minutes when neither timeout nor deadline is given). deadline: an aware datetime after which
+    the task fails. process_in / process_at: run later (one of them). unique: seconds or timedelta during which
+    the same type and payload in the same queue is refused (DuplicateTaskError). task_id: your own id (a new
+    UUIDv4 otherwise). retention: keep the task as completed for this long after success. group: aggregate
+    with other tasks of the group (see the Server's group_aggregator). durable: True (or a Durability: how
+    many replicas, how long) returns only once a replica also holds the task (Redis WAIT), so a failover
+    cannot lose it; NotDurableError says the replicas did not confirm in time.
+
+    Make one once and reuse it: `Client.enqueue(task, opts)`, `Client.enqueue(task, opts, queue="low")`.
+    A new option is one field here, with its check, plus its use in resolve() and the broker.
     """
-    check_queue(queue)
-    if isinstance(max_retry, bool) or not isinstance(max_retry, int):
-        raise TypeError(f"max_retry must be an int, not {type(max_retry).__name__}")
-    if max_retry < 0:
-        raise ValueError(f"max_retry must be >= 0, got {max_retry}")
-    if max_retry > 2**31 - 1:
-        raise ValueError("max_retry must fit in 32 bits")
-    if process_in is not None and process_at is not None:
-        raise ValueError("give process_in or process_at, not both")
-    now = time.time() if now is None else now
-    at = 0.0
-    if process_in is not None:
-        delay = seconds(process_in, "process_in")
-        at = now + delay if delay > 0 else 0.0
-    elif process_at is not None:
-        at = unix_time(process_at, "process_at")
-    t = int(seconds(timeout, "timeout", allow_zero=False)) if timeout is not None else 0
-    if timeout is not None and t == 0:
-        raise ValueError("timeout must be at least 1 second (asynq stores whole seconds)")
-    d = int(unix_time(deadline, "deadline")) if deadline is not None else 0
-    if timeout is None and deadline is None:
-        t = DEFAULT_TIMEOUT
-    u = 0
-    if unique is not None:
-        u = int(seconds(unique, "unique"))
-        if u < 1:
-            raise ValueError("unique must be at least 1 second")
-    if task_id is not None:
-        if not isinstance(task_id, str):
-            raise TypeError(f"task_id must be a str, not {type(task_id).__name__}")
-        if not task_id.strip():
-            raise ValueError("task_id must not be blank")
-    r = int(seconds(retention, "retention")) if retention is not None else 0
-    if group is not None:
-        if not isinstance(group, str):
-            raise TypeError(f"group must be a str, not {type(group).__name__}")
-        if not group.strip():
-            raise ValueError("group must not be blank")
-    return EnqueueOptions(
-        queue=queue, max_retry=max_retry, timeout=t, deadline=d, process_at=at, unique_ttl=u,
-        task_id=task_id or str(uuid.uuid4()), retention=r, group=group or "", durable=check_durable(durable),
-    )
+
+    queue: str = field(default=DEFAULT_QUEUE, metadata={"check": check_queue})
+    max_retry: int = field(default=DEFAULT_MAX_RETRY, metadata={"check": check_int})
+    timeout: Duration | None = field(default=None, metadata={"check": _check_timeout})
+    deadline: datetime | None = field(default=None, metadata={"check": unix_time})
+    process_in: Duration | None = field(default=None, metadata={"check": seconds})
+    process_at: datetime | None = field(default=None, metadata={"check": unix_time})
+    unique: Duration | None = field(default=None, metadata={"check": _check_unique})
+    task_id: str | None = field(default=None, metadata={"check": check_text})
+    retention: Duration | None = field(default=None, metadata={"check": seconds})
+    group: str | None = field(default=None, metadata={"check": check_text})
+    durable: bool | Durability = field(default=False, metadata={"check": check_durable})
+
+    def __post_init__(self) -> None:
+        for name, check in _CHECKS.items():
+            value = getattr(self, name)
+            if value is not None:
+                check(value, name)
+        if self.process_in is not None and self.process_at is not None:
+            raise _bad("process_in", "give process_in or process_at, not both")
+
+    def merge(self, fields: Mapping[str, Any]) -> TaskOptions:
+        """These options with fields replacing theirs (fields win). A process_in field drops a process_at of
+        these options and vice versa. Raises InvalidArgumentError for an unknown name or a bad value.
+
+        Only the given fields are checked (these options were checked when made): the enqueue hot path.
+        """
+        if not fields:
+            return self
+        for name, value in fields.items():
+            check = _CHECKS.get(name)
+            if check is None:
+                raise _bad(name, f"unknown option {name!r}; the options are: {', '.join(_CHECKS)}")
+            if value is not None:
+                check(value, name)
+        merged = object.__new__(type(self))
+        values = merged.__dict__  # frozen: filled directly, as dataclasses.replace would after the same checks
+        values.update(self.__dict__)
+        values.update(fields)
+        if fields.get("process_in") is not None and "process_at" not in fields:
+            values["process_at"] = None
+        elif fields.get("process_at") is not None and "process_in" not in fields:
+            values["process_in"] = None
+        if values["process_in"] is not None and values["process_at"] is not None:
+            raise _bad("process_in", "give process_in or process_at, not both")
+        return merged
+
+    def resolve(self, now: float | None = None, *, task_id: str | None = None) -> EnqueueOptions:
+        """The broker's form of these options at time now (Unix seconds): absolute times, whole seconds,
+        asynq's defaults, and an id (task_id, else this one's, else a new UUIDv4)."""
+        now = time.time() if now is None else now
+        at = 0.0
+        if self.process_in is not None:
+            delay = seconds(self.process_in, "process_in")
+            at = now + delay if delay > 0 else 0.0
+        elif self.process_at is not None:
+            at = self.process_at.timestamp()
+        if self.timeout is not None:
+            t = int(seconds(self.timeout, "timeout"))
+        else:
+            t = DEFAULT_TIMEOUT if self.deadline is None else 0
+        return EnqueueOptions(
+            queue=self.queue, max_retry=self.max_retry, timeout=t,
+            deadline=int(self.deadline.timestamp()) if self.deadline is not None else 0, process_at=at,
+            unique_ttl=int(seconds(self.unique, "unique")) if self.unique is not None else 0,
+            task_id=task_id or self.task_id or str(uuid.uuid4()),
+            retention=int(seconds(self.retention, "retention")) if self.retention is not None else 0,
+            group=self.group or "", durable=check_durable(self.durable),
+        )
 
 
-def check_durable(durable: bool | Durability) -> Durability | None:
-    """durable=True means one replica within a second; a Durability says how many and how long."""
-    if isinstance(durable, Durability):
-        return durable
-    if not isinstance(durable, bool):
-        raise TypeError(f"durable must be a bool or a Durability, not {type(durable).__name__}")
-    return Durability() if durable else None
+_CHECKS: dict[str, Callable[[Any, str], object]] = {f.name: f.metadata["check"]
+                                                    for f in dataclasses.fields(TaskOptions)}
+DEFAULT_OPTIONS = TaskOptions()
+
+
+def options_from(options: TaskOptions | None, fields: Mapping[str, Any]) -> TaskOptions:
+    """The options of one call: options (or the defaults) with the keyword fields winning.
+
+    Raises InvalidArgumentError for an options argument that is not a TaskOptions, an unknown keyword or a bad
+    value.
+    """
+    if options is None:
+        return DEFAULT_OPTIONS.merge(fields) if fields else DEFAULT_OPTIONS
+    if not isinstance(options, TaskOptions):
+        raise _bad("options", f"options must be a TaskOptions, not {type(options).__name__}")
+    return options.merge(fields)
+
+
+def build_options(*, now: float | None = None, **fields: Any) -> EnqueueOptions:
+    """Check the keyword options and resolve them at time now. Raises InvalidArgumentError naming the argument."""
+    return options_from(None, fields).resolve(now)

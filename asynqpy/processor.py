@@ -17,6 +17,7 @@ from asynqpy.loop import REDIS_DOWN
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.rdb import broker
 from asynqpy.rdb.scripts import Call
+from asynqpy.retry import failure_call
 from asynqpy.runtime import ActiveTask, Runtime
 from asynqpy.syncer import Syncer
 from asynqpy.task import ReceivedTask
@@ -233,29 +234,10 @@ class Processor:
     async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:
         msg, q = at.msg, at.queue
         await self._report(at, exc)
-        now = time.time()
-        archive = skip or msg.retried >= msg.retry
-        delay = 0.0
-        is_failure = True
-        if not archive:
-            try:
-                delay = max(0.0, float(self.cfg.retry_delay(msg.retried, exc, at.received)))
-                is_failure = bool(self.cfg.is_failure(exc))
-            except Exception:  # a broken delay function must not lose the task
-                log.exception("processor: retry_delay/is_failure raised; using asynq's defaults")
-                delay = float(msg.retried**4 + 15)
-            if is_failure:
-                msg.retried += 1
-        msg.error_msg = err
-        msg.last_failed_at = int(now)
-        data = msg.SerializeToString()
-        if archive:
-            call = broker.archive(q, msg.id, data, now=now)
-        else:
-            call = broker.retry(q, msg.id, data, retry_at=now + delay, now=now, is_failure=is_failure)
+        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=time.time(), skip=skip)
         await self._write_now(call, what=call.script.name)
         self.rt.active.pop(msg.id, None)
-        if not archive:
+        if not decision.archive:
             self.on_retry()
 
     async def _report(self, at: ActiveTask, exc: BaseException) -> None:
@@ -269,13 +251,13 @@ class Processor:
         except Exception:
             log.exception("processor: error_handler raised")
 
-    async def _write_now(self, call: Call, *, what: str) -> None:
+    async def _write_now(self, call: Call[object], *, what: str) -> None:
         try:
             await self.rt.runner.run(call)
         except REDIS_DOWN:
             self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what)
 
-    def _write(self, call: Call, *, what: str) -> None:
+    def _write(self, call: Call[object], *, what: str) -> None:
         t = asyncio.create_task(self._write_now(call, what=what))
         self._writes.add(t)  # keep a reference until it is done
         t.add_done_callback(self._writes.discard)

@@ -5,25 +5,25 @@ from __future__ import annotations
 import logging
 import time
 
-from asynqpy.errors import MalformedTaskError
-from asynqpy.loop import Loop
-from asynqpy.processor import ERR_LEASE
+from asynqpy.errors import LeaseExpiredError, MalformedTaskError
+from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.processor import ERR_LEASE, task_deadline
 from asynqpy.rdb import broker
+from asynqpy.retry import failure_call
 from asynqpy.runtime import Runtime
+from asynqpy.task import ReceivedTask
 from asynqpy.wire import decode_task_message
 
 log = logging.getLogger("asynqpy")
 
-
-class LeaseExpired(Exception):
-    def __str__(self) -> str:
-        return ERR_LEASE
+BATCH = 100
 
 
 class Recoverer(Loop):
     """At start and every recover_interval: for each queue, tasks whose lease ended more than lease_grace ago
-    go to retry (or archived when out of retries) with asynq's error text. The scripts re-check the lease
-    score, so a worker that renewed it in the meantime keeps its task."""
+    go to retry (or archived when out of retries) with asynq's error text, decided as the processor decides
+    for a failed handler (asynqpy.retry). The scripts re-check the lease score, so a worker that renewed it in
+    the meantime keeps its task. A queue that fails is logged and skipped: the others are still recovered."""
 
     name = "recoverer"
 
@@ -35,14 +35,22 @@ class Recoverer(Loop):
     async def run_once(self) -> float | None:
         now = time.time()
         cutoff = now - self.rt.config.lease_grace
+        down: BaseException | None = None
         for q in self.rt.config.queues:
-            while await self._recover_batch(q, cutoff) == 100:
-                pass
-            await self.rt.runner.run(broker.reclaim_stale_aggregation_sets(q, now=now))
+            try:
+                while await self._recover_batch(q, cutoff) == BATCH:
+                    pass
+                await self.rt.runner.run(broker.reclaim_stale_aggregation_sets(q, now=now))
+            except REDIS_DOWN as exc:
+                down = exc
+            except Exception:
+                log.exception("recoverer: recovering queue %r failed; the other queues go on", q)
+        if down is not None:
+            raise down  # the loop backs off and tries again soon
         return None
 
     async def _recover_batch(self, q: str, cutoff: float) -> int:
-        expired = await self.rt.runner.run(broker.list_lease_expired(q, cutoff=cutoff, count=100))
+        expired = await self.rt.runner.run(broker.list_lease_expired(q, cutoff=cutoff, count=BATCH))
         for tid, data in expired:
             if tid in self.rt.active:
                 continue  # ours: the heartbeat or the processor deals with it
@@ -59,18 +67,10 @@ class Recoverer(Loop):
         except MalformedTaskError as exc:
             await self.rt.runner.run(broker.archive(q, tid, data, now=now, lease_cutoff=cutoff, note=str(exc)))
             return
-        msg.error_msg = ERR_LEASE
-        msg.last_failed_at = int(now)
-        cfg = self.rt.config
-        if msg.retried >= msg.retry:
-            call = broker.archive(q, tid, msg.SerializeToString(), now=now, lease_cutoff=cutoff)
-        else:
-            lapsed = LeaseExpired()
-            delay = float(cfg.retry_delay(msg.retried, lapsed, None))
-            is_failure = bool(cfg.is_failure(lapsed))
-            if is_failure:
-                msg.retried += 1
-            call = broker.retry(q, tid, msg.SerializeToString(), retry_at=now + delay, now=now,
-                                is_failure=is_failure, lease_cutoff=cutoff)
+        # The task as its handler saw it, for retry_delay(n, exc, task); it is over, so it cannot write a result.
+        task = ReceivedTask(msg, deadline=task_deadline(msg, now), writer=self.rt.write_result)
+        task.cancel()
+        lapsed = LeaseExpiredError(ERR_LEASE, queue=q, task_id=tid)
+        call, _ = failure_call(self.rt.config, q, msg, lapsed, task, error=ERR_LEASE, now=now, lease_cutoff=cutoff)
         if await self.rt.runner.run(call):
             log.warning("recoverer: task %s in queue %s lost its worker; moved by %s", tid, q, call.script.name)

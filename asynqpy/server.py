@@ -6,31 +6,28 @@ import asyncio
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping
 from typing import Any
-
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
-from asynqpy.config import RetryDelay, ServerConfig, default_is_failure, default_retry_delay
-from asynqpy.connection import mask
+from asynqpy.config import ServerConfig
 from asynqpy.connection import parse as parse_url
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import RedisUnavailableError
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
 from asynqpy.forwarder import Forwarder
 from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
-from asynqpy.rdb.durability import Durability
+from asynqpy.rdb.failures import UNREACHABLE
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
 from asynqpy.syncer import Syncer
 
 log = logging.getLogger("asynqpy")
+_DEFAULT_CONFIG = ServerConfig()
 
 
 def _run(coro: Any) -> None:
@@ -46,30 +43,17 @@ def _run(coro: Any) -> None:
 class Server:
     """A worker server: runs handlers from a ServeMux for the configured queues.
 
-    Every setting is checked by ServerConfig (its docstring gives what each means); a wrong one raises
-    TypeError or ValueError here. run() blocks with signal handling; start()/shutdown() run it in a thread; serve()
-    runs it inside an existing event loop.
+    config: a ServerConfig (its docstring gives what each setting means); settings: any of its fields as
+    keywords, which win over config: `Server(url, concurrency=50, queues={"critical": 6, "default": 3})`.
+    A bad or unknown setting raises InvalidArgumentError (a ValueError) naming it. run() blocks with signal
+    handling; start()/shutdown() run it in a thread; serve() runs it inside an existing event loop.
     """
 
-    def __init__(self, redis_url: str | None = None, *, concurrency: int = 10,
-                 queues: Mapping[str, int] | None = None, strict_priority: bool = False,
-                 retry_delay: RetryDelay = default_retry_delay,
-                 is_failure: Callable[[BaseException], bool] = default_is_failure,
-                 error_handler: Callable[[Any, BaseException], Any] | None = None, shutdown_timeout: float = 8.0,
-                 group_aggregator: Callable[[str, list[Any]], Any] | None = None, group_grace_period: float = 60.0,
-                 group_max_delay: float = 0.0, group_max_size: int = 0, lease_duration: float = 30.0,
-                 lease_grace: float = 30.0, heartbeat_interval: float = 5.0, recover_interval: float = 60.0,
-                 forward_max_wait: float = 1.0, idle_poll_interval: float = 0.1, janitor_interval: float = 8.0,
-                 syncer_interval: float = 1.0, durable_acks: bool | Durability = False) -> None:
-        self.config = ServerConfig(
-            concurrency=concurrency, queues=dict(queues) if queues is not None else {"default": 1},
-            strict_priority=strict_priority, retry_delay=retry_delay, is_failure=is_failure,
-            error_handler=error_handler, shutdown_timeout=shutdown_timeout, group_aggregator=group_aggregator,
-            group_grace_period=group_grace_period, group_max_delay=group_max_delay, group_max_size=group_max_size,
-            lease_duration=lease_duration, lease_grace=lease_grace, heartbeat_interval=heartbeat_interval,
-            recover_interval=recover_interval, forward_max_wait=forward_max_wait,
-            idle_poll_interval=idle_poll_interval, janitor_interval=janitor_interval, syncer_interval=syncer_interval,
-            durable_acks=durable_acks)
+    def __init__(self, redis_url: str | None = None, config: ServerConfig | None = None, **settings: Any) -> None:
+        if config is not None and not isinstance(config, ServerConfig):
+            raise InvalidArgumentError(f"config must be a ServerConfig, not {type(config).__name__}",
+                                       argument="config")
+        self.config = (config or _DEFAULT_CONFIG).replace(settings)
         self.redis_url = redis_url or default_redis_url()
         parse_url(self.redis_url)  # a bad URL is an InvalidArgumentError now, not at run()
         self._stop: asyncio.Event | None = None
@@ -115,15 +99,15 @@ class Server:
     async def serve(self, mux: ServeMux, *, signals: bool = False) -> None:
         """Run in the current event loop until stop() (or a signal when signals=True)."""
         if not isinstance(mux, ServeMux):
-            raise TypeError(f"serve() takes a ServeMux, not {type(mux).__name__}")
+            raise InvalidArgumentError(f"serve() takes a ServeMux, not {type(mux).__name__}", argument="mux")
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         rt = self.runtime = Runtime(self.config, self.redis_url)
         try:
             await rt.aredis.ping()
-        except (RedisConnectionError, OSError) as exc:
+        except (*UNREACHABLE, OSError) as exc:
             await rt.close()
-            raise RedisUnavailableError(f"cannot reach Redis at {mask(self.redis_url)}: {exc}") from exc
+            raise RedisUnavailableError(self.redis_url, exc) from exc
         loops, processor, heartbeat = self._build(rt, mux)
         if signals:
             self._install_signals(processor)
@@ -131,8 +115,8 @@ class Server:
             lp.start()
         processor.start()
         rt.status = "active"
-        heartbeat.wake()
-        log.info("asynqpy: server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
+        await heartbeat.write_state()  # `asynqpy server ls` lists the server from the moment it says "started"
+        log.info("server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
                  self.config.concurrency, dict(self.config.queues))
         self._started.set()
         try:
@@ -171,11 +155,11 @@ class Server:
         assert stop is not None
 
         def on_term(signame: str) -> None:
-            log.info("asynqpy: %s received: shutting down gracefully", signame)
+            log.info("%s received: shutting down gracefully", signame)
             stop.set()
 
         def on_tstp() -> None:
-            log.info("asynqpy: SIGTSTP received: no new tasks will be fetched")
+            log.info("SIGTSTP received: no new tasks will be fetched")
             processor.pause_fetching()
             if self.runtime is not None:
                 self.runtime.status = "stopped"
@@ -186,7 +170,7 @@ class Server:
 
     async def _shutdown(self, rt: Runtime, loops: list[Loop], processor: Processor, heartbeat: Heartbeat) -> None:
         rt.status = "stopped"
-        log.info("asynqpy: stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
+        log.info("stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
                  processor.running)
         await processor.stop()
         for lp in reversed(loops):  # the acker and syncer stop last, each after a final flush
@@ -195,6 +179,6 @@ class Server:
         try:
             await heartbeat.clear()
         except Exception as exc:  # Redis away at shutdown: the keys expire by TTL
-            log.warning("asynqpy: could not clear server state: %s", exc)
+            log.warning("could not clear server state: %s", exc)
         await rt.close()
-        log.info("asynqpy: server %s stopped", rt.server_id)
+        log.info("server %s stopped", rt.server_id)

@@ -39,5 +39,5 @@ class Subscriber(Loop):
                 elif isinstance(data, bytes):
                     self.cancel(data.decode(errors="replace"))
         finally:
-            await ps.aclose()
+            await ps.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
         return 0

@@ -12,31 +12,29 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from asynqpy.config import ServerConfig
+
 log = logging.getLogger("asynqpy")
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What each worker process runs: the mux to import and the Server settings."""
+    """What each worker process runs: the mux to import and the Server settings (sent to spawned children,
+    so a config's callables must be importable functions)."""
 
     mux: str
     redis_url: str | None = None
-    concurrency: int = 10
-    queues: dict[str, int] = field(default_factory=lambda: {"default": 1})
-    strict: bool = False
-    shutdown_timeout: float = 8.0
-    durable_acks: bool = False
+    config: ServerConfig = field(default_factory=ServerConfig)
 
 
 def serve_one(spec: WorkerSpec) -> None:
     """Entry of one worker process (also used in-process when processes == 1)."""
-    from asynqpy.cli import load_mux
+    from asynqpy.loader import load_mux
     from asynqpy.server import Server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mux = load_mux(spec.mux)
-    Server(spec.redis_url, concurrency=spec.concurrency, queues=spec.queues, strict_priority=spec.strict,
-           shutdown_timeout=spec.shutdown_timeout, durable_acks=spec.durable_acks).run(mux)
+    Server(spec.redis_url, spec.config).run(mux)
     _exit_past_stuck_handlers()
 
 
@@ -45,7 +43,7 @@ def _exit_past_stuck_handlers() -> None:
     shutdown, so the process exits now instead of waiting for the thread (as Go's server does)."""
     stuck = [t for t in threading.enumerate() if t.name.startswith("asynqpy-handler") and t.is_alive()]
     if stuck:
-        log.warning("asynqpy: %d handler thread(s) still running after shutdown; exiting without them", len(stuck))
+        log.warning("%d handler thread(s) still running after shutdown; exiting without them", len(stuck))
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -76,14 +74,14 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     children.extend(spawn() for _ in range(processes))
-    log.info("asynqpy: supervising %d worker processes: %s", processes, [p.pid for p in children])
+    log.info("supervising %d worker processes: %s", processes, [p.pid for p in children])
     while not stopping:
         time.sleep(0.2)
         for i, p in enumerate(children):
             if not p.is_alive() and not stopping:
-                log.warning("asynqpy: worker process %s exited with %s; starting another", p.pid, p.exitcode)
+                log.warning("worker process %s exited with %s; starting another", p.pid, p.exitcode)
                 time.sleep(1)
                 children[i] = spawn()
     for p in children:
-        p.join(spec.shutdown_timeout + 10)
+        p.join(spec.config.shutdown_timeout + 10)
     return 0

@@ -16,7 +16,7 @@ log = logging.getLogger("asynqpy")
 
 @dataclass
 class PendingWrite:
-    call: Call
+    call: Call[object]
     give_up_at: float
     what: str
     durable: Durability | None = None  # replayed until a replica confirms it, not merely the primary
@@ -34,7 +34,7 @@ class Syncer(Loop):
         self.interval = rt.config.syncer_interval
         self.writes: list[PendingWrite] = []
 
-    def add(self, call: Call, *, give_up_at: float, what: str, durable: Durability | None = None) -> None:
+    def add(self, call: Call[object], *, give_up_at: float, what: str, durable: Durability | None = None) -> None:
         self.writes.append(PendingWrite(call, give_up_at, what, durable))
 
     async def run_once(self) -> float | None:

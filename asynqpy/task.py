@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.wire import TaskMessage
 
 
@@ -28,33 +29,54 @@ class TaskState(enum.StrEnum):
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
+class _NilPayload(bytes):
+    """Empty bytes standing for Go's nil payload: the payload of a Task made without one."""
+
+    def __reduce__(self) -> str:
+        return "NIL_PAYLOAD"  # pickled and copied as this module's one instance
+
+
+NIL_PAYLOAD: bytes = _NilPayload()
+
+
 @dataclass(frozen=True)
 class Task:
     """A unit of work: a type that routes it to a handler, opaque payload bytes, and string headers.
 
-    Raises ValueError for a blank type and TypeError for a payload that is not bytes.
+    `Task(type)` without a payload is Go's `asynq.NewTask(type, nil)`: its payload reads as b"", and with
+    `unique=` its lock is Go's nil form `asynq:{queue}:unique:<type>:` (no checksum), so the same unique task
+    from Go and from Python collide. `Task(type, b"")` is Go's empty, non-nil payload: the lock ends with the
+    MD5 of no bytes, as Go's `[]byte{}` does.
+
+    Raises InvalidArgumentError (a ValueError) naming the argument: a type that is not a non-blank str, a
+    payload that is not bytes, headers that do not map str to str.
     """
 
     type: str
-    payload: bytes = b""
+    payload: bytes = NIL_PAYLOAD
     headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     def __post_init__(self) -> None:
         if not isinstance(self.type, str):
-            raise TypeError(f"task type must be a str, not {type(self.type).__name__}")
+            raise InvalidArgumentError(f"task type must be a str, not {type(self.type).__name__}", argument="type")
         if not self.type.strip():
-            raise ValueError("task type must not be blank")
-        if not isinstance(self.payload, (bytes, bytearray, memoryview)):
-            raise TypeError(
-                f"task payload must be bytes, not {type(self.payload).__name__} "
-                "(encode it first, e.g. json.dumps(obj).encode())"
-            )
-        object.__setattr__(self, "payload", bytes(self.payload))
+            raise InvalidArgumentError("task type must not be blank", argument="type")
+        if self.payload is not NIL_PAYLOAD:
+            if not isinstance(self.payload, (bytes, bytearray, memoryview)):
+                raise InvalidArgumentError(
+                    f"task payload must be bytes, not {type(self.payload).__name__} "
+                    "(encode it first, e.g. json.dumps(obj).encode())", argument="payload")
+            object.__setattr__(self, "payload", bytes(self.payload))
         headers = dict(self.headers or {})  # a private read-only copy
         for k, v in headers.items():
             if not isinstance(k, str) or not isinstance(v, str):
-                raise TypeError("task headers must map str to str")
+                raise InvalidArgumentError("task headers must map str to str", argument="headers")
         object.__setattr__(self, "headers", MappingProxyType(headers))
+
+    @property
+    def nil_payload(self) -> bool:
+        """True for a Task made without a payload (Go's nil payload; see the class docstring)."""
+        return self.payload is NIL_PAYLOAD
 
 
 def _when(unix_s: float) -> datetime | None:

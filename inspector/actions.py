@@ -4,10 +4,13 @@ chunks), pause and unpause, cancel, delete a queue, update a scheduled task's pa
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from asynqpy.errors import (
     AsynqError,
     FailedPreconditionError,
+    InvalidArgumentError,
     MalformedTaskError,
     QueueAlreadyPausedError,
     QueueNotEmptyError,
@@ -61,46 +64,90 @@ def _delete_error(q: str, tid: str, code: int) -> AsynqError:
     return _not_found(q, tid)
 
 
-def _run_call(q: str, ids: Sequence[str], now: float) -> Call:
-    return Call(script("run_tasks"), [keys.pending(q)], [keys.queue_prefix(q), int(now * 1e9), *ids])
+def _codes(raw: Sequence[Any]) -> list[int]:
+    return [int(c) for c in raw]
 
 
-def _archive_call(q: str, ids: Sequence[str], now: float) -> Call:
-    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q)],
-                [keys.queue_prefix(q), int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, *ids])
+def _moved_and_taken(raw: Sequence[Any]) -> tuple[int, int]:
+    return int(raw[0]), int(raw[1])
 
 
-def _delete_call(q: str, ids: Sequence[str], now: float) -> Call:
-    return Call(script("delete_tasks"), [keys.pending(q)], [keys.queue_prefix(q), *ids])
+def _run_call(q: str, ids: Sequence[str], now: float) -> Call[list[int]]:
+    return Call(script("run_tasks"), [keys.pending(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), int(now * 1e9), *ids], _codes)
 
 
-ACTIONS: dict[str, tuple[Callable[[str, Sequence[str], float], Call], Callable[[str, str, int], AsynqError]]] = {
-    "run": (_run_call, _run_error),
-    "archive": (_archive_call, _archive_error),
-    "delete": (_delete_call, _delete_error),
-}
+def _archive_call(q: str, ids: Sequence[str], now: float) -> Call[list[int]]:
+    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, *ids], _codes)
 
 
-def on_tasks(ctx: Ctx, action: str, q: str, task_ids: Sequence[str], *, chunk: int) -> BatchResult:
+def _delete_call(q: str, ids: Sequence[str], now: float) -> Call[list[int]]:
+    return Call(script("delete_tasks"), [keys.pending(q), keys.exact_due(q)], [keys.queue_prefix(q), *ids], _codes)
+
+
+def _run_chunk(q: str, source: Source, n: int, now: float) -> Call[tuple[int, int]]:
+    return Call(script("run_all"), [source.key, keys.pending(q), keys.groups(q), keys.exact_due(q)],
+                [keys.task_prefix(q), n, int(now * 1e9), source.group], _moved_and_taken)
+
+
+def _archive_chunk(q: str, source: Source, n: int, now: float) -> Call[tuple[int, int]]:
+    return Call(script("archive_all"), [source.key, keys.archived(q), keys.groups(q), keys.exact_due(q)],
+                [keys.task_prefix(q), n, source.kind, int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE,
+                 source.group], _moved_and_taken)
+
+
+def _delete_chunk(q: str, source: Source, n: int, now: float) -> Call[tuple[int, int]]:
+    return Call(script("delete_all"), [source.key, keys.groups(q), keys.exact_due(q)],
+                [keys.task_prefix(q), n, source.kind, source.group],
+                _moved_and_taken)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the tasks of one state (and group) live: the key, "list" or "zset", and the group or ""."""
+
+    key: str
+    kind: str
+    group: str
+
+
+@dataclass(frozen=True)
+class TaskAction:
+    """One action on tasks: its script for listed ids (reply: a code per id), its script for a chunk of a whole
+    state (reply: moved, taken), the states it applies to as a whole, and the error each failure code means."""
+
+    name: str
+    on_ids: Callable[[str, Sequence[str], float], Call[list[int]]]
+    on_chunk: Callable[[str, Source, int, float], Call[tuple[int, int]]]
+    states: tuple[TaskState, ...]
+    error: Callable[[str, str, int], AsynqError]
+
+
+RUN = TaskAction("run", _run_call, _run_chunk, RUNNABLE, _run_error)
+ARCHIVE = TaskAction("archive", _archive_call, _archive_chunk, ARCHIVABLE, _archive_error)
+DELETE = TaskAction("delete", _delete_call, _delete_chunk, DELETABLE, _delete_error)
+
+
+def on_tasks(ctx: Ctx, action: TaskAction, q: str, task_ids: Sequence[str], *, chunk: int) -> BatchResult:
     """Apply action to each id, chunk ids per script call. Raises QueueNotFoundError; per-id errors are returned."""
     check_queue_name(q)
     ids = check_ids(task_ids)
     ctx.require_queue(q)
-    build, error = ACTIONS[action]
     ok: list[str] = []
     failed: list[TaskFailure] = []
     for start in range(0, len(ids), chunk):
         part = ids[start:start + chunk]
-        codes = ctx.run(build(q, part, ctx.now()))
+        codes = ctx.run(action.on_ids(q, part, ctx.now()))
         for tid, code in zip(part, codes, strict=True):
-            if int(code) == 1:
+            if code == 1:
                 ok.append(tid)
             else:
-                failed.append(TaskFailure(tid, error(q, tid, int(code))))
+                failed.append(TaskFailure(tid, action.error(q, tid, code)))
     return BatchResult(tuple(ok), tuple(failed))
 
 
-def on_task(ctx: Ctx, action: str, q: str, task_id: str) -> None:
+def on_task(ctx: Ctx, action: TaskAction, q: str, task_id: str) -> None:
     """Apply action to one task; raises its typed error (QueueNotFoundError, TaskNotFoundError, ...)."""
     check_id(task_id)
     res = on_tasks(ctx, action, q, [task_id], chunk=1)
@@ -114,7 +161,7 @@ def _groups(ctx: Ctx, q: str, group: str | None) -> list[str | None]:
     return [text(g) for g in sorted(ctx.redis.smembers(keys.groups(q)))]
 
 
-def on_all(ctx: Ctx, action: str, q: str, state: TaskState | str, *, group: str | None, chunk: int) -> int:
+def on_all(ctx: Ctx, action: TaskAction, q: str, state: TaskState | str, *, group: str | None, chunk: int) -> int:
     """Apply action to every task of a state (every group's when state is aggregating and group is None).
 
     Works in chunks of `chunk` tasks, each one script call, and stops after as many tasks as the state held
@@ -123,37 +170,27 @@ def on_all(ctx: Ctx, action: str, q: str, state: TaskState | str, *, group: str 
     """
     check_queue_name(q)
     st = check_state(state)
-    allowed = {"run": RUNNABLE, "archive": ARCHIVABLE, "delete": DELETABLE}[action]
-    if st not in allowed:
-        raise FailedPreconditionError(f"cannot {action} all {st.value} tasks (possible for: "
-                                      f"{', '.join(s.value for s in allowed)})", queue=q)
+    if st not in action.states:
+        raise FailedPreconditionError(f"cannot {action.name} all {st.value} tasks (possible for: "
+                                      f"{', '.join(s.value for s in action.states)})", queue=q)
     if group is not None and st is not TaskState.AGGREGATING:
-        raise ValueError(f"group= applies to aggregating tasks only, not {st.value}")
+        raise InvalidArgumentError(f"group= applies to aggregating tasks only, not {st.value}", argument="group")
     ctx.require_queue(q)
     groups = _groups(ctx, q, group) if st is TaskState.AGGREGATING else [None]
     return sum(_drain(ctx, action, q, st, g, chunk) for g in groups)
 
 
-def _drain(ctx: Ctx, action: str, q: str, st: TaskState, group: str | None, chunk: int) -> int:
+def _drain(ctx: Ctx, action: TaskAction, q: str, st: TaskState, group: str | None, chunk: int) -> int:
     key, kind = state_source(q, st, group)
+    source = Source(key, kind, group or "")
     budget = int(ctx.redis.llen(key) if kind == "list" else ctx.redis.zcard(key))
     moved = seen = 0
     while seen < budget:
-        m, taken = ctx.run(_chunk_call(action, q, key, kind, group or "", min(chunk, budget - seen), ctx.now()))
-        moved, seen = moved + int(m), seen + int(taken)
-        if int(taken) == 0:
+        m, taken = ctx.run(action.on_chunk(q, source, min(chunk, budget - seen), ctx.now()))
+        moved, seen = moved + m, seen + taken
+        if taken == 0:
             break
     return moved
-
-
-def _chunk_call(action: str, q: str, key: str, kind: str, group: str, n: int, now: float) -> Call:
-    prefix = keys.task_prefix(q)
-    if action == "run":
-        return Call(script("run_all"), [key, keys.pending(q), keys.groups(q)], [prefix, n, int(now * 1e9), group])
-    if action == "archive":
-        return Call(script("archive_all"), [key, keys.archived(q), keys.groups(q)],
-                    [prefix, n, kind, int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, group])
-    return Call(script("delete_all"), [key, keys.groups(q)], [prefix, n, kind, group])
 
 
 def pause(ctx: Ctx, q: str) -> None:
@@ -189,10 +226,10 @@ def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
     check_queue_name(q)
     ctx.require_queue(q)
     names = ("pending", "active", "scheduled", "retry", "archived", "lease", "completed")
-    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q)],
-                ["1" if force else "0", keys.task_prefix(q), keys.group_prefix(q), chunk])
+    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q), keys.exact_due(q)],
+                ["1" if force else "0", keys.task_prefix(q), keys.group_prefix(q), chunk], int)
     for _ in range(MAX_QUEUE_DELETE_ROUNDS):
-        code = int(ctx.run(call))
+        code = ctx.run(call)
         if code == 1:
             ctx.redis.srem(keys.QUEUES, q)
             return
@@ -203,7 +240,7 @@ def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
         states = DELETABLE if force else (TaskState.COMPLETED,)
         for st in states:
             for g in (_groups(ctx, q, None) if st is TaskState.AGGREGATING else [None]):
-                _drain(ctx, "delete", q, st, g, chunk)
+                _drain(ctx, DELETE, q, st, g, chunk)
     raise FailedPreconditionError(f"queue {q!r} keeps receiving tasks: it could not be emptied", queue=q)
 
 
@@ -213,7 +250,7 @@ def update_payload(ctx: Ctx, q: str, task_id: str, payload: bytes) -> None:
     check_queue_name(q)
     check_id(task_id)
     if not isinstance(payload, (bytes, bytearray, memoryview)):
-        raise TypeError(f"payload must be bytes, not {type(payload).__name__}")
+        raise InvalidArgumentError(f"payload must be bytes, not {type(payload).__name__}", argument="payload")
     ctx.require_queue(q)
     key = keys.task(q, task_id)
     for _ in range(5):
@@ -226,7 +263,7 @@ def update_payload(ctx: Ctx, q: str, task_id: str, payload: bytes) -> None:
             raise MalformedTaskError(f"task {task_id!r} in queue {q!r} has no message", queue=q, task_id=task_id)
         msg = decode_task_message(old if isinstance(old, bytes) else old.encode(), queue=q, task_id=task_id)
         msg.payload = bytes(payload)
-        code = int(ctx.run(Call(script("update_payload"), [key], [old, msg.SerializeToString()])))
+        code = ctx.run(Call(script("update_payload"), [key], [old, msg.SerializeToString()], int))
         if code == 1:
             return
         if code == 0:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from collections.abc import Callable, Sequence
-from typing import Self
+from typing import Any, Self, TypeVar
 
 import redis
 
 from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
+from asynqpy.errors import InvalidArgumentError, mask_url
+from asynqpy.options import check_int
+from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.task import TaskState
 from inspector import actions, cluster, explain, reader
 from inspector.context import Ctx
@@ -29,7 +34,25 @@ from inspector.models import (
     TaskRecord,
 )
 
+InspectorT = TypeVar("InspectorT")
 
+
+def _reaching_redis(cls: type[InspectorT]) -> type[InspectorT]:
+    """Wrap every public method of cls so that redis-py's connection and timeout errors become
+    RedisUnavailableError naming the server (a method added later is covered too)."""
+    for name, fn in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+
+        def wrapped(self: Inspector, *args: Any, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
+            with reaching(self.url):
+                return __fn(self, *args, **kwargs)
+
+        setattr(cls, name, functools.wraps(fn)(wrapped))
+    return cls
+
+
+@_reaching_redis
 class Inspector:
     """Reads and changes asynq queues in Redis, whether Go asynq or asynqpy wrote them.
 
@@ -38,17 +61,24 @@ class Inspector:
     clock: Unix seconds, for "now" (tests and replays of recorded state). chunk: tasks per script call in
     the actions on many tasks (500 keeps each call to a few ms).
 
-    Every method may also raise redis.ConnectionError (and other redis errors) when Redis misbehaves;
-    bad arguments raise TypeError or ValueError with a message naming them.
+    Every method raises RedisUnavailableError (asynqpy.errors; .url names the server, password masked) when
+    Redis cannot be reached, and InvalidArgumentError (a ValueError; .argument names it) for a bad argument.
     """
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None,
                  clock: Callable[[], float] = time.time, chunk: int = actions.DEFAULT_CHUNK) -> None:
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"chunk must be a positive int, got {chunk!r}")
-        self.redis = connection or connect(redis_url or default_redis_url())
+        check_int(chunk, "chunk", minimum=1)
+        if not callable(clock):
+            raise InvalidArgumentError("clock must be a callable returning Unix seconds", argument="clock")
+        url = redis_url or default_redis_url()
+        self.redis = connection or connect(url)
+        self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._ctx = Ctx(self.redis, clock)
         self.chunk = chunk
+
+    def now(self) -> float:
+        """The Inspector's "now" in Unix seconds (its clock): what ages and due times are measured from."""
+        return self._ctx.now()
 
     def close(self) -> None:
         self.redis.close()
@@ -135,54 +165,54 @@ class Inspector:
 
         Raises QueueNotFoundError, TaskNotFoundError, FailedPreconditionError (active or pending).
         """
-        actions.on_task(self._ctx, "run", queue, task_id)
+        actions.on_task(self._ctx, actions.RUN, queue, task_id)
 
     def run_tasks(self, queue: str, task_ids: Sequence[str]) -> BatchResult:
         """run_task for each id; per-id errors are in the result. Raises QueueNotFoundError."""
-        return actions.on_tasks(self._ctx, "run", queue, task_ids, chunk=self.chunk)
+        return actions.on_tasks(self._ctx, actions.RUN, queue, task_ids, chunk=self.chunk)
 
     def run_all(self, queue: str, state: TaskState | str, *, group: str | None = None) -> int:
         """Move every scheduled, retry, archived or aggregating task to pending, in chunks. Returns how many.
 
         Raises QueueNotFoundError, FailedPreconditionError for another state.
         """
-        return actions.on_all(self._ctx, "run", queue, state, group=group, chunk=self.chunk)
+        return actions.on_all(self._ctx, actions.RUN, queue, state, group=group, chunk=self.chunk)
 
     def archive_task(self, queue: str, task_id: str) -> None:
         """Archive a pending, scheduled, retry, completed or aggregating task.
 
         Raises QueueNotFoundError, TaskNotFoundError, TaskAlreadyArchivedError, FailedPreconditionError (active).
         """
-        actions.on_task(self._ctx, "archive", queue, task_id)
+        actions.on_task(self._ctx, actions.ARCHIVE, queue, task_id)
 
     def archive_tasks(self, queue: str, task_ids: Sequence[str]) -> BatchResult:
         """archive_task for each id; per-id errors are in the result. Raises QueueNotFoundError."""
-        return actions.on_tasks(self._ctx, "archive", queue, task_ids, chunk=self.chunk)
+        return actions.on_tasks(self._ctx, actions.ARCHIVE, queue, task_ids, chunk=self.chunk)
 
     def archive_all(self, queue: str, state: TaskState | str, *, group: str | None = None) -> int:
         """Archive every pending, scheduled, retry or aggregating task, in chunks. Returns how many.
 
         Raises QueueNotFoundError, FailedPreconditionError for another state.
         """
-        return actions.on_all(self._ctx, "archive", queue, state, group=group, chunk=self.chunk)
+        return actions.on_all(self._ctx, actions.ARCHIVE, queue, state, group=group, chunk=self.chunk)
 
     def delete_task(self, queue: str, task_id: str) -> None:
         """Delete a task that is not active, releasing its uniqueness lock.
 
         Raises QueueNotFoundError, TaskNotFoundError, FailedPreconditionError (active).
         """
-        actions.on_task(self._ctx, "delete", queue, task_id)
+        actions.on_task(self._ctx, actions.DELETE, queue, task_id)
 
     def delete_tasks(self, queue: str, task_ids: Sequence[str]) -> BatchResult:
         """delete_task for each id; per-id errors are in the result. Raises QueueNotFoundError."""
-        return actions.on_tasks(self._ctx, "delete", queue, task_ids, chunk=self.chunk)
+        return actions.on_tasks(self._ctx, actions.DELETE, queue, task_ids, chunk=self.chunk)
 
     def delete_all(self, queue: str, state: TaskState | str, *, group: str | None = None) -> int:
         """Delete every task of a state but active, in chunks. Returns how many.
 
         Raises QueueNotFoundError, FailedPreconditionError for active.
         """
-        return actions.on_all(self._ctx, "delete", queue, state, group=group, chunk=self.chunk)
+        return actions.on_all(self._ctx, actions.DELETE, queue, state, group=group, chunk=self.chunk)
 
     def cancel(self, task_id: str) -> int:
         """Ask the servers to cancel an active task (best effort; the handler sees a cancellation, which counts

@@ -9,6 +9,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from asynqpy.connection import is_cluster
+from asynqpy.options import check_text
 from asynqpy.rdb import keys
 from asynqpy.wire import SchedulerEnqueueEvent as PbEvent
 from asynqpy.wire import SchedulerEntry as PbEntry
@@ -108,8 +109,7 @@ def scheduler_entries(ctx: Ctx) -> list[SchedulerEntry]:
 
 def scheduler_history(ctx: Ctx, entry_id: str, *, page: int, size: int) -> list[SchedulerEnqueueEvent]:
     """Enqueue events of a scheduler entry, newest first."""
-    if not isinstance(entry_id, str) or not entry_id.strip():
-        raise ValueError("entry id must be a non-blank str")
+    check_text(entry_id, "entry_id")
     start, stop = check_page(page, size)
     (raw,) = ctx.read(lambda p: p.zrevrange(keys.scheduler_history(entry_id), start, stop))
     out = []

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.client import Pipeline
 from redis.exceptions import NoScriptError
 
-from asynqpy.errors import QueueNotFoundError
-from asynqpy.options import check_queue
+from asynqpy.errors import InvalidArgumentError, QueueNotFoundError
+from asynqpy.options import check_int, check_queue
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, SyncRunner, queue_call
+from asynqpy.rdb.scripts import Call, Script, SyncRunner, queue_call
 from asynqpy.task import TaskState
-from inspector.scripts import script
 
-SCRIPTS = ("queue_info", "list_tasks", "get_task", "search")
+T = TypeVar("T")
 MAX_PAGE_SIZE = 1000
 LIST_STATES = (TaskState.PENDING, TaskState.ACTIVE)
 
@@ -31,6 +31,7 @@ class Ctx:
     redis: redis.Redis
     clock: Callable[[], float] = time.time
     runner: SyncRunner = field(init=False)
+    _local: threading.local = field(init=False, default_factory=threading.local)  # scripts used per read()
 
     def __post_init__(self) -> None:
         self.runner = SyncRunner(self.redis)
@@ -39,16 +40,20 @@ class Ctx:
         return float(self.clock())
 
     def read(self, fill: Callable[[Pipeline], object]) -> list[Any]:
-        """Run the read-only commands fill() queues, in one round trip; reload the scripts once on NOSCRIPT.
+        """Run the read-only commands fill() queues, in one round trip. Scripts are queued with
+        self.script(pipe, call); on NOSCRIPT (a fresh or flushed server) the scripts this pipeline used are
+        loaded and it runs once more, so no list of scripts to preload can be forgotten.
 
         Raises the first error reply (or redis.ConnectionError when Redis cannot be reached).
         """
         for attempt in range(2):
+            used: set[Script] = set()
+            self._local.used = used
             pipe = self.redis.pipeline(transaction=False)
             fill(pipe)
             out = list(pipe.execute(raise_on_error=False))
             if attempt == 0 and any(isinstance(x, NoScriptError) for x in out):
-                self._load_scripts()
+                self._load(used)
                 continue
             for x in out:
                 if isinstance(x, Exception):
@@ -56,11 +61,22 @@ class Ctx:
             return out
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _load_scripts(self) -> None:
-        for name in SCRIPTS:  # one by one: a cluster client loads each on every primary
-            self.redis.script_load(script(name).text)
+    def script(self, pipe: Pipeline, call: Call[Any]) -> Pipeline:
+        """Queue one script Call on the pipeline of read() (EVALSHA; read() loads it on NOSCRIPT)."""
+        self._local.used.add(call.script)
+        queue_call(pipe, call)
+        return pipe
 
-    def run(self, call: Call) -> Any:
+    def read_script(self, call: Call[T]) -> T:
+        """Run one read-only script Call on its own and return its parsed reply."""
+        (raw,) = self.read(lambda p: self.script(p, call))
+        return call.parse(raw)
+
+    def _load(self, scripts: set[Script]) -> None:
+        for s in scripts:  # one by one: a cluster client loads each on every primary
+            self.redis.script_load(s.text)
+
+    def run(self, call: Call[T]) -> T:
         """Run one (mutating) script Call: EVALSHA, EVAL on NOSCRIPT."""
         return self.runner.run(call)
 
@@ -70,68 +86,60 @@ class Ctx:
             raise QueueNotFoundError(f"queue {q!r} does not exist", queue=q)
 
 
-def evalsha(pipe: Pipeline, call: Call) -> Pipeline:
-    """Queue one script Call on a pipeline."""
-    return queue_call(pipe, call)
-
-
 def queue_missing(q: str) -> QueueNotFoundError:
     return QueueNotFoundError(f"queue {q!r} does not exist", queue=q)
 
 
 def check_state(state: TaskState | str) -> TaskState:
-    """The TaskState named by state. Raises ValueError naming the valid states."""
+    """The TaskState named by state. Raises InvalidArgumentError naming the valid states."""
     try:
         return TaskState(state)
     except ValueError:
         names = ", ".join(s.value for s in TaskState)
-        raise ValueError(f"unknown task state {state!r}; expected one of: {names}") from None
+        raise InvalidArgumentError(f"unknown task state {state!r}; expected one of: {names}",
+                                   argument="state") from None
 
 
 def check_page(page: int, size: int) -> tuple[int, int]:
-    """The 0-based first and last index of a 1-based page. Raises ValueError for a bad page or size."""
-    for name, v in (("page", page), ("size", size)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"{name} must be an int, not {type(v).__name__}")
-    if page < 1:
-        raise ValueError(f"page must be >= 1, got {page}")
-    if not 1 <= size <= MAX_PAGE_SIZE:
-        raise ValueError(f"page size must be between 1 and {MAX_PAGE_SIZE}, got {size}")
+    """The 0-based first and last index of a 1-based page. Raises InvalidArgumentError for a bad page or size."""
+    check_int(page, "page", minimum=1)
+    check_int(size, "size", minimum=1, maximum=MAX_PAGE_SIZE)
     start = size * (page - 1)
     return start, start + size - 1
 
 
 def check_queue_name(q: str) -> str:
-    """Raises TypeError/ValueError for a name that cannot be a queue."""
+    """Raises InvalidArgumentError for a name that cannot be a queue."""
     return check_queue(q)
 
 
 def check_ids(task_ids: Sequence[str]) -> list[str]:
-    """The ids as a list. Raises TypeError for a bare string or a non-str id, ValueError for a blank one."""
+    """The ids as a list. Raises InvalidArgumentError for a bare string, a non-str id or a blank one."""
     if isinstance(task_ids, (str, bytes)):
-        raise TypeError("task_ids must be a sequence of ids, not a single string")
+        raise InvalidArgumentError("task_ids must be a sequence of ids, not a single string", argument="task_ids")
     out = list(task_ids)
     for tid in out:
-        check_id(tid)
+        check_id(tid, "task_ids")
     return out
 
 
-def check_id(task_id: str) -> str:
+def check_id(task_id: str, argument: str = "task_id") -> str:
     if not isinstance(task_id, str):
-        raise TypeError(f"task id must be a str, not {type(task_id).__name__}")
+        raise InvalidArgumentError(f"task id must be a str, not {type(task_id).__name__}", argument=argument)
     if not task_id.strip():
-        raise ValueError("task id must not be blank")
+        raise InvalidArgumentError("task id must not be blank", argument=argument)
     return task_id
 
 
 def state_source(q: str, state: TaskState, group: str | None) -> tuple[str, str]:
-    """The key holding a state's tasks and its kind ("list" or "zset"). Raises ValueError when a group is needed."""
+    """The key holding a state's tasks and its kind ("list" or "zset"). Raises InvalidArgumentError when a group
+    is needed or given where it does not apply."""
     if state is TaskState.AGGREGATING:
         if not group:
-            raise ValueError("aggregating tasks live in groups: give group=")
+            raise InvalidArgumentError("aggregating tasks live in groups: give group=", argument="group")
         return keys.group(q, group), "zset"
     if group:
-        raise ValueError(f"group= applies to aggregating tasks only, not {state.value}")
+        raise InvalidArgumentError(f"group= applies to aggregating tasks only, not {state.value}", argument="group")
     return keys.state_key(q, state.value), "list" if state in LIST_STATES else "zset"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+from asynqpy.options import check_int
 from inspector.models import PayloadView
 
 DEFAULT_LIMIT = 64 * 1024
@@ -27,10 +28,9 @@ def view(data: bytes | None, *, limit: int = DEFAULT_LIMIT, pretty: bool = True)
     """The display form of data, cut at about limit characters.
 
     UTF-8 JSON is shown pretty-printed (compact when pretty is False), other printable UTF-8 as text,
-    anything else as hex. size is always the full size in bytes. Raises ValueError for a limit < 1.
+    anything else as hex. size is always the full size in bytes. Raises InvalidArgumentError for a limit < 1.
     """
-    if limit < 1:
-        raise ValueError(f"display limit must be at least 1, got {limit}")
+    check_int(limit, "limit", minimum=1)
     raw = bytes(data or b"")
     if not raw:
         return PayloadView("empty", "", 0, False)

@@ -124,8 +124,8 @@ def _due(what: str, due: datetime | None, now: float) -> Finding:
 
 def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
     out = []
-    pos, size = ctx.read(lambda p: (p.execute_command("LPOS", keys.pending(q), rec.id, "RANK", -1, "MAXLEN",
-                                                      LPOS_MAX_SCAN), p.llen(keys.pending(q))))
+    pos, size = ctx.read(lambda p: (p.lpos(keys.pending(q), rec.id, rank=-1, maxlen=LPOS_MAX_SCAN),
+                                    p.llen(keys.pending(q))))
     if pos is None:
         if int(size) > LPOS_MAX_SCAN:
             out.append(Finding("info", "position", f"more than {LPOS_MAX_SCAN} pending tasks are ahead of it"))

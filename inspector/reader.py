@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from asynqpy.errors import MalformedTaskError, TaskNotFoundError
+from asynqpy.errors import InvalidArgumentError, MalformedTaskError, TaskNotFoundError
+from asynqpy.options import check_int
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
 from asynqpy.task import TaskState
@@ -17,7 +18,6 @@ from inspector.context import (
     check_page,
     check_queue_name,
     check_state,
-    evalsha,
     from_unix,
     list_window,
     queue_missing,
@@ -31,12 +31,13 @@ MEMORY_SAMPLES = 20
 MAX_HISTORY_DAYS = 365
 
 
-def queue_info_call(q: str, now: float, *, memory: bool) -> Call:
+def queue_info_call(q: str, now: float, *, memory: bool) -> Call[QueueInfo]:
     states = ("pending", "active", "scheduled", "retry", "archived", "completed")
     k = [keys.state_key(q, s) for s in states]
     k += [keys.paused(q), keys.groups(q), keys.processed_daily(q, now), keys.failed_daily(q, now),
-          keys.processed_total(q), keys.failed_total(q)]
-    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0])
+          keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
+    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0],
+                lambda raw: parse_queue_info(q, raw, now))
 
 
 def _int(v: Any) -> int:
@@ -77,24 +78,25 @@ def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool) -> list[
     def fill(pipe: Any) -> None:
         pipe.smismember(keys.QUEUES, list(names))
         for c in calls:
-            evalsha(pipe, c)
+            ctx.script(pipe, c)
 
     known, *raws = ctx.read(fill)
     for q, ok in zip(names, known, strict=True):
         if not ok:
             raise queue_missing(q)
-    return [parse_queue_info(q, raw, now) for q, raw in zip(names, raws, strict=True)]
+    return [c.parse(raw) for c, raw in zip(calls, raws, strict=True)]
 
 
 def history(ctx: Ctx, q: str, days: int) -> list[DailyStats]:
     """Processed and failed per UTC day, today first. Raises ValueError for days outside 1..365."""
     check_queue_name(q)
     if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_HISTORY_DAYS:
-        raise ValueError(f"days must be an int between 1 and {MAX_HISTORY_DAYS}, got {days!r}")
+        raise InvalidArgumentError(f"days must be an int between 1 and {MAX_HISTORY_DAYS}, got {days!r}",
+                                   argument="days")
     now = ctx.now()
     times = [now - i * 86400 for i in range(days)]
     ks = [k for t in times for k in (keys.processed_daily(q, t), keys.failed_daily(q, t))]
-    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), p.execute_command("MGET", *ks)))
+    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), cast(Any, p).execute_command("MGET", *ks)))
     if not known:
         raise queue_missing(q)
     return [DailyStats(q, datetime.fromtimestamp(t, tz=UTC).date(), _int(vals[2 * i]), _int(vals[2 * i + 1]))
@@ -109,15 +111,21 @@ def list_tasks(ctx: Ctx, q: str, state: TaskState | str, *, page: int, size: int
     start, stop = check_page(page, size)
     key, kind = state_source(q, st, group)
     lo, hi = list_window(start, stop) if kind == "list" else (start, stop)
-    call = Call(script("list_tasks"), [key, keys.lease(q)],
-                [kind, lo, hi, keys.task_prefix(q), "1" if st is TaskState.ACTIVE else "0"])
-    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), evalsha(p, call)))
+    now = ctx.now()
+
+    def parse(raw: Sequence[Any]) -> TaskPage:
+        rows = records.rows(q, st, raw[1:], now=now)
+        if kind == "list":
+            rows.reverse()
+        return TaskPage(q, st, group, page, size, int(raw[0]), tuple(rows))
+
+    score = {TaskState.ACTIVE: "1", TaskState.SCHEDULED: "2", TaskState.RETRY: "2"}.get(st, "0")
+    call = Call(script("list_tasks"), [key, keys.lease(q), keys.exact_due(q)],
+                [kind, lo, hi, keys.task_prefix(q), score], parse)
+    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
     if not known:
         raise queue_missing(q)
-    rows = records.rows(q, st, raw[1:], now=ctx.now())
-    if kind == "list":
-        rows.reverse()
-    return TaskPage(q, st, group, page, size, int(raw[0]), tuple(rows))
+    return call.parse(raw)
 
 
 def get_task(ctx: Ctx, q: str, task_id: str) -> TaskRecord:
@@ -140,19 +148,24 @@ def fetch_task(ctx: Ctx, q: str, task_id: str) -> tuple[bool, TaskRecord | None]
 
     Raises MalformedTaskError when the hash's state is not one of asynq's.
     """
-    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q)], [keys.queue_prefix(q), task_id])
-    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), evalsha(p, call)))
-    if not raw:
-        return bool(known), None
-    msg, st, result, since, note, sc = raw
-    state_name = text(records.value(st) or b"")
-    try:
-        state = TaskState(state_name)
-    except ValueError:
-        raise MalformedTaskError(f"task {task_id!r} in queue {q!r} has an unknown state {state_name!r}",
-                                 queue=q, task_id=task_id) from None
-    rec = records.record(q, task_id, state, [msg, st, result, since, note], sc, now=ctx.now(), full=True)
-    return bool(known), rec
+    now = ctx.now()
+
+    def parse(raw: Sequence[Any]) -> TaskRecord | None:
+        if not raw:
+            return None
+        msg, st, result, since, note, sc = raw
+        state_name = text(records.value(st) or b"")
+        try:
+            state = TaskState(state_name)
+        except ValueError:
+            raise MalformedTaskError(f"task {task_id!r} in queue {q!r} has an unknown state {state_name!r}",
+                                     queue=q, task_id=task_id) from None
+        return records.record(q, task_id, state, [msg, st, result, since, note], sc, now=now, full=True)
+
+    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), task_id], parse)
+    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
+    return bool(known), call.parse(raw)
 
 
 def search(ctx: Ctx, q: str, state: TaskState | str, flt: SearchFilter, *, limit: int, cursor: int,
@@ -161,10 +174,8 @@ def search(ctx: Ctx, q: str, state: TaskState | str, flt: SearchFilter, *, limit
     check_queue_name(q)
     st = check_state(state)
     for name, v in (("limit", limit), ("max_scan", max_scan), ("window", window)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
-        raise ValueError(f"cursor must be an int >= 0, got {cursor!r}")
+        check_int(v, name, minimum=1)
+    check_int(cursor, "cursor")
     ctx.require_queue(q)
     key, kind = state_source(q, st, group)
     found: list[TaskRecord] = []
@@ -188,33 +199,36 @@ def _scan_window(ctx: Ctx, q: str, st: TaskState, key: str, kind: str, pos: int,
                  flt: SearchFilter) -> tuple[int, list[tuple[int, TaskRecord]]]:
     """Scan n tasks from position pos. Returns how many were scanned and the (position, record) matches."""
     lo, hi = list_window(pos, pos + n - 1) if kind == "list" else (pos, pos + n - 1)
-    call = Call(script("search"), [key], [kind, lo, hi, keys.task_prefix(q), flt.id_prefix, *flt.needles()])
-    (raw,) = ctx.read(lambda p: evalsha(p, call))
-    taken = int(raw[0])
     now = ctx.now()
-    hits = []
-    width = records.ROW_WIDTH + 1
-    for i in range(1, len(raw), width):
-        at, tid, sc, *fields = raw[i:i + width]
-        offset = pos + (taken - int(at) if kind == "list" else int(at) - 1)
-        rec = records.record(q, text(tid), st, fields, sc, now=now)
-        if flt.matches(rec, fields[4]):
-            hits.append((offset, rec))
-    hits.sort(key=lambda h: h[0])
-    return taken, hits
+
+    def parse(raw: Sequence[Any]) -> tuple[int, list[tuple[int, TaskRecord]]]:
+        taken = int(raw[0])
+        hits = []
+        width = records.ROW_WIDTH + 1
+        for i in range(1, len(raw), width):
+            at, tid, sc, *fields = raw[i:i + width]
+            offset = pos + (taken - int(at) if kind == "list" else int(at) - 1)
+            rec = records.record(q, text(tid), st, fields, sc, now=now)
+            if flt.matches(rec, fields[4]):
+                hits.append((offset, rec))
+        hits.sort(key=lambda h: h[0])
+        return taken, hits
+
+    return ctx.read_script(Call(script("search"), [key], [kind, lo, hi, keys.task_prefix(q), flt.id_prefix,
+                                                          *flt.needles()], parse))
 
 
 class SearchFilter:
     """What search looks for: a type prefix, an id prefix, a payload substring and an error substring.
 
-    Substrings match case-insensitively for ASCII letters. Raises TypeError for a non-str criterion.
+    Substrings match case-insensitively for ASCII letters. Raises InvalidArgumentError for a non-str criterion.
     """
 
     def __init__(self, *, type: str | None = None, id_prefix: str | None = None, text: str | None = None,
                  error: str | None = None) -> None:
         for name, v in (("type", type), ("id_prefix", id_prefix), ("text", text), ("error", error)):
             if v is not None and not isinstance(v, str):
-                raise TypeError(f"{name} must be a str, not {type_name(v)}")
+                raise InvalidArgumentError(f"{name} must be a str, not {type_name(v)}", argument=name)
         self.type = type or ""
         self.id_prefix = id_prefix or ""
         self.text = (text or "").encode().lower()

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asynqpy.task import TaskState
+from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
+from asynqpy.task import TaskInfo, TaskState
 from inspector.api import Inspector
 from inspector.display import span
 from inspector.models import Finding, QueueInfo, TaskRecord
@@ -27,8 +28,11 @@ class Out:
     ok: bool = True
 
 
-class Aborted(Exception):
+class Aborted(AsynqError):
     """The user declined a confirmation prompt."""
+
+    def __init__(self) -> None:
+        super().__init__("aborted")
 
 
 def confirm(question: str, args: argparse.Namespace) -> None:
@@ -99,14 +103,32 @@ def queue_history(insp: Inspector, args: argparse.Namespace) -> Out:
                                                                     for d in days]))
 
 
+def _known_queue(insp: Inspector, queue: str) -> None:
+    """Raise QueueNotFoundError unless the queue is registered or a live server consumes it (pausing a name
+    nothing knows is almost always a typo, though asynq itself would accept it)."""
+    if queue not in insp.queues() and not any(queue in s.queues for s in insp.servers()):
+        raise QueueNotFoundError(f"queue {queue!r} not found: it is not registered and no live server consumes it "
+                                 "(`asynqpy queue ls` lists the queues)", queue=queue)
+
+
 def queue_pause(insp: Inspector, args: argparse.Namespace) -> Out:
-    insp.pause(args.queue)
-    return Out({"queue": args.queue, "paused": True}, f"queue {args.queue!r} paused")
+    return _set_paused(insp, args.queue, True)
 
 
 def queue_unpause(insp: Inspector, args: argparse.Namespace) -> Out:
-    insp.unpause(args.queue)
-    return Out({"queue": args.queue, "paused": False}, f"queue {args.queue!r} resumed")
+    return _set_paused(insp, args.queue, False)
+
+
+def _set_paused(insp: Inspector, queue: str, paused: bool) -> Out:
+    """Pause or resume a known queue; one already in that state is reported as such, not as an error (scripts
+    want this idempotent)."""
+    _known_queue(insp, queue)
+    try:
+        (insp.pause if paused else insp.unpause)(queue)
+        changed, text = True, f"queue {queue!r} {'paused' if paused else 'resumed'}"
+    except (QueueAlreadyPausedError, QueueNotPausedError):
+        changed, text = False, f"queue {queue!r} is {'already paused' if paused else 'not paused'}"
+    return Out({"queue": queue, "paused": paused, "changed": changed}, text)
 
 
 def queue_rm(insp: Inspector, args: argparse.Namespace) -> Out:
@@ -124,7 +146,9 @@ def _type(t: TaskRecord) -> str:
 
 
 def _columns(state: TaskState, now: float) -> tuple[list[str], Callable[[TaskRecord], list[Any]]]:
-    i = lambda t: t.info  # noqa: E731 - a one-word accessor keeps the table below readable
+    def i(t: TaskRecord) -> TaskInfo:  # a one-letter accessor keeps the table below readable
+        return t.info
+
     if state is TaskState.PENDING:
         return ["WAITING", "RETRIED"], lambda t: [when(t.pending_since, now), f"{i(t).retried}/{i(t).max_retry}"]
     if state is TaskState.ACTIVE:
@@ -149,15 +173,16 @@ def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> 
 
 def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     page = insp.list_tasks(args.queue, args.state, page=args.page, size=args.size, group=args.group)
-    now = insp._ctx.now()
+    now = insp.now()
     pages = max(1, -(-page.total // page.size))
     text = _task_table(page.tasks, page.state, now) if page.tasks else f"no {page.state.value} tasks on this page"
-    return Out(page, f"{text}\n\npage {page.page} of {pages} ({page.total} {page.state.value} tasks)")
+    noun = "task" if page.total == 1 else "tasks"
+    return Out(page, f"{text}\n\npage {page.page} of {pages} ({page.total} {page.state.value} {noun})")
 
 
 def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
     t = insp.get_task(args.queue, args.task_id)
-    i, now = t.info, insp._ctx.now()
+    i, now = t.info, insp.now()
     items: list[tuple[str, Any]] = [("id", i.id), ("queue", i.queue), ("type", i.type or "-"), ("state", i.state.value)]
     if t.problem:
         items.append(("problem", t.problem))
@@ -179,14 +204,14 @@ def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def task_explain(insp: Inspector, args: argparse.Namespace) -> Out:
     e = insp.explain(args.queue, args.task_id)
-    return Out(e, _findings(e.findings))
+    return Out(e, _findings(e.findings), ok=e.state is not None)  # no such task: exit 1
 
 
 def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
     res = insp.search(args.queue, args.state, type=args.type, id_prefix=args.id_prefix, text=args.text,
                       error=args.error, limit=args.limit, cursor=args.cursor, max_scan=args.max_scan,
                       group=args.group)
-    text = _task_table(res.tasks, res.state, insp._ctx.now()) if res.tasks else "no matches"
+    text = _task_table(res.tasks, res.state, insp.now()) if res.tasks else "no matches"
     where = "the end was reached" if res.done else f"resume with --cursor {res.next_cursor}"
     return Out(res, f"{text}\n\nscanned {res.scanned} {res.state.value} tasks from position {res.cursor}; {where}")
 
@@ -198,9 +223,9 @@ def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
         if args.all:
             return _on_all(insp, args, action)
         if args.state or args.group:
-            raise ValueError("--state and --group go with --all")
+            raise UsageError("--state and --group go with --all")
         if not args.task_ids:
-            raise ValueError(f"give task ids to {action}, or --all --state STATE")
+            raise UsageError(f"give task ids to {action}, or --all --state STATE")
         if len(args.task_ids) == 1:
             (tid,) = args.task_ids
             getattr(insp, f"{action}_task")(args.queue, tid)
@@ -215,9 +240,9 @@ def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
 
 def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
     if args.task_ids:
-        raise ValueError("give task ids or --all, not both")
+        raise UsageError("give task ids or --all, not both")
     if not args.state:
-        raise ValueError("--all needs --state")
+        raise UsageError("--all needs --state")
     state = TaskState(args.state)
     if state is TaskState.AGGREGATING and args.group:
         n = next((g.size for g in insp.groups(args.queue) if g.group == args.group), 0)
@@ -243,7 +268,7 @@ def server_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     servers = insp.servers()
     if not servers:
         return Out(servers, "no live servers")
-    now = insp._ctx.now()
+    now = insp.now()
     rows = [[f"{s.host}:{s.pid}", s.id, s.status, ", ".join(f"{q}={w}" for q, w in sorted(s.queues.items()))
              + (" (strict)" if s.strict_priority else ""), f"{len(s.active_workers)}/{s.concurrency}",
              when(s.started, now)] for s in servers]
@@ -259,7 +284,7 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     entries = insp.scheduler_entries()
     if not entries:
         return Out(entries, "no live scheduler entries")
-    now = insp._ctx.now()
+    now = insp.now()
     rows = [[e.id, e.spec, e.task_type, cell(e.task_payload.decode("utf-8", "replace"))[:40], " ".join(e.opts),
              when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
     return Out(entries, table(["ID", "SPEC", "TYPE", "PAYLOAD", "OPTIONS", "NEXT", "PREVIOUS"], rows))
@@ -267,7 +292,7 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def cron_history(insp: Inspector, args: argparse.Namespace) -> Out:
     events = insp.scheduler_history(args.entry_id, page=args.page, size=args.size)
-    now = insp._ctx.now()
+    now = insp.now()
     text = table(["TASK", "ENQUEUED"], [[e.task_id, when(e.enqueued_at, now)] for e in events]) if events \
         else "no enqueue events"
     return Out(events, text)

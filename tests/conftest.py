@@ -1,10 +1,20 @@
-"""Test fixtures: one private Redis-protocol server per session (embedded Valkey, or REDIS_URL), a clean db per test."""
+"""Test fixtures: one Redis-protocol server per session (a private embedded Valkey, or the server named by the
+test-only ASYNQPY_TEST_REDIS_URL), a clean database per test.
+
+REDIS_URL is the application's default connection and is never read here: a developer with it set must not lose
+data to the tests. With ASYNQPY_TEST_REDIS_URL the tests use db 15 of that server and refuse to run when db 15
+holds keys they did not write (they leave a marker key in it after each test).
+
+Tests marked cluster_too run again on a session Redis Cluster; tests/topology uses the cluster and Sentinel
+fixtures (from ASYNQPY_TEST_SERVER_BINARY when set, else the embedded Valkey's binary).
+"""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -13,6 +23,35 @@ from redis.cluster import RedisCluster
 from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
 from asynqpy.topology import LocalCluster, LocalSentinel
+
+TEST_URL_ENV = "ASYNQPY_TEST_REDIS_URL"
+TEST_DB = 15
+MARKER = "asynqpy:tests:owned"  # left in db 15 after each test: what is there was written by the tests
+
+
+def db15_url(url: str) -> str:
+    """url with its database replaced by TEST_DB (the path of redis://, the db= query of unix://)."""
+    u = urlsplit(url)
+    if u.scheme == "unix":
+        query = [(k, v) for k, v in parse_qsl(u.query) if k != "db"] + [("db", str(TEST_DB))]
+        return f"unix://{u.path}?{urlencode(query)}"
+    return urlunsplit(u._replace(path=f"/{TEST_DB}"))
+
+
+def check_owned(url: str) -> None:
+    """pytest.exit with a clear message unless the database at url is empty or holds the tests' marker."""
+    r = redis.Redis.from_url(url)
+    try:
+        n = r.dbsize()
+        if n and not r.exists(MARKER):
+            pytest.exit(f"{TEST_URL_ENV} names a server whose db {TEST_DB} holds {n} keys the tests did not write "
+                        f"({url}). The tests flush db {TEST_DB}, so they refuse to run: empty it yourself if its "
+                        f"data is disposable (e.g. left by a killed test run: redis-cli -n {TEST_DB} FLUSHDB), or "
+                        f"point {TEST_URL_ENV} at another server.", returncode=2)
+    except redis.ConnectionError as exc:
+        pytest.exit(f"{TEST_URL_ENV}={url}: cannot reach that server: {exc}", returncode=2)
+    finally:
+        r.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -56,9 +95,12 @@ def redis_sentinel() -> Iterator[LocalSentinel]:
 
 @pytest.fixture(scope="session")
 def redis_server_url() -> Iterator[str]:
-    """REDIS_URL when set (CI runs the suite once more against Debian's redis-server), else a private Valkey."""
-    url = os.environ.get("REDIS_URL")
+    """db 15 of the server in ASYNQPY_TEST_REDIS_URL (CI runs the suite once more against Debian's redis-server),
+    checked to hold nothing but the tests' own keys; else a private Valkey for the session."""
+    url = os.environ.get(TEST_URL_ENV)
     if url:
+        url = db15_url(url)
+        check_owned(url)
         yield url
         return
     server = EmbeddedServer().start()
@@ -70,23 +112,21 @@ def redis_server_url() -> Iterator[str]:
 
 @pytest.fixture
 def redis_url(redis_server_url: str, redis_backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
-    """The server's URL with an empty database; the database is flushed before and after the test.
+    """The session server's test database, empty; flushed before and after the test (only this database).
 
-    With REDIS_URL the tests use db 15 of that server, and flush only that one. On the cluster backend
-    (tests marked cluster_too), the session cluster's URL, flushed.
+    On the cluster backend (tests marked cluster_too), the session cluster's URL, flushed.
     """
     if redis_backend == "cluster":
         yield request.getfixturevalue("cluster_url")
         return
     url = redis_server_url
-    if os.environ.get("REDIS_URL"):
-        url = url.rsplit("/", 1)[0] + "/15" if url.count("/") > 2 else url.rstrip("/") + "/15"
     r = redis.Redis.from_url(url)
     r.flushdb()
     try:
         yield url
     finally:
         r.flushdb()
+        r.set(MARKER, "the asynqpy tests flush this database")
         r.close()
 
 

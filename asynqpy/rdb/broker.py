@@ -7,7 +7,7 @@ AsyncClient, Server and Inspector share one definition of every transition.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from asynqpy.errors import DuplicateTaskError, TaskIDConflictError
@@ -21,27 +21,48 @@ ARCHIVE_MAX_AGE = 90 * 24 * 3600
 ARCHIVE_MAX_SIZE = 10000
 # The lease a task handed to an idle worker starts with (asynq's lease); the worker's heartbeat then keeps it.
 HANDOFF_LEASE = 30.0
+# An exact due time of ours this long past is dropped by the next schedule or retry (see lua/_due.lua).
+STALE_EXACT = 60.0
 
 
 def due(t: float) -> str:
-    """A sorted-set score for a due or expiry time: Unix seconds rounded UP to the millisecond.
+    """A score in asynq's sorted sets for a due or expiry time: whole Unix seconds, rounded UP.
 
-    Rounding up keeps a task from ever starting early. Millisecond scores also print in plain decimal
-    notation on every server: with 17 significant digits Valkey 8 prints some scores in exponent form
-    (1.7959996474042661e+9), which Go asynq's Inspector cannot parse.
+    Every asynq release writes whole seconds and releases before v0.26 (and asynqmon) cannot read anything
+    else; rounding up means that no Go forwarder starts a task before its time. Our own forwarder reads the
+    exact time from exact() (see lua/_due.lua).
+    """
+    return str(math.ceil(t))
+
+
+def at(t: float) -> str:
+    """A score in asynq's sorted sets for when something happened (archived, added to a group, completed):
+    whole Unix seconds, truncated, as Go's time.Unix() writes it."""
+    return str(math.floor(t))
+
+
+def exact(t: float) -> str:
+    """A score in our own sorted sets (asynqpy:...): Unix seconds rounded UP to the millisecond.
+
+    Millisecond scores also print in plain decimal notation on every server: with 17 significant digits
+    Valkey 8 prints some scores in exponent form (1.7959996474042661e+9).
     """
     return repr(math.ceil(t * 1000) / 1000)
 
 
 def not_after(t: float) -> str:
-    """A score for "now" or a cutoff: rounded DOWN to the millisecond, so comparisons never run ahead."""
+    """A bound for "now" or a cutoff in a comparison: rounded DOWN to the millisecond, so it never runs ahead."""
     return repr(math.floor(t * 1000) / 1000)
 
 
-def build_message(task_type: str, payload: bytes, headers: dict[str, str], opts: EnqueueOptions) -> TaskMessage:
-    """The TaskMessage asynq would write for a task with these checked options."""
+def build_message(task_type: str, payload: bytes | None, headers: Mapping[str, str],
+                  opts: EnqueueOptions) -> TaskMessage:
+    """The TaskMessage asynq would write for a task with these checked options.
+
+    payload None is Go's nil payload: stored as empty bytes, its unique key has no checksum.
+    """
     msg = TaskMessage(
-        type=task_type, payload=payload, id=opts.task_id, queue=opts.queue, retry=opts.max_retry,
+        type=task_type, payload=payload or b"", id=opts.task_id, queue=opts.queue, retry=opts.max_retry,
         timeout=opts.timeout, deadline=opts.deadline, retention=opts.retention, group_key=opts.group,
     )
     if opts.unique_ttl:
@@ -51,7 +72,7 @@ def build_message(task_type: str, payload: bytes, headers: dict[str, str], opts:
     return msg
 
 
-def _enqueue_reply(queue: str, task_id: str):  # type: ignore[no-untyped-def]
+def _enqueue_reply(queue: str, task_id: str) -> Callable[[Any], None]:
     def parse(raw: Any) -> None:
         code = int(raw)
         if code == -1:
@@ -63,7 +84,7 @@ def _enqueue_reply(queue: str, task_id: str):  # type: ignore[no-untyped-def]
     return parse
 
 
-def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True) -> Call:
+def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True) -> Call[None]:
     """The Call that stores a new task in pending, scheduled or its group, as asynq routes it.
 
     The reply parser raises DuplicateTaskError (unique lock held) or TaskIDConflictError (id exists).
@@ -73,15 +94,18 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
     channel = keys.WAKE_CHANNEL if wake else ""
     parse = _enqueue_reply(q, tid)
     if opts.process_at > now:
+        stale = not_after(now - STALE_EXACT)
         if opts.unique_ttl:
             ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
-            return Call(script("schedule_unique"), [msg.unique_key, keys.task(q, tid), keys.scheduled(q)],
-                        [tid, ttl, due(opts.process_at), data, channel, q], parse)
-        return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q)],
-                    [data, due(opts.process_at), tid, channel, q], parse)
+            return Call(script("schedule_unique"),
+                        [msg.unique_key, keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
+                        [tid, ttl, due(opts.process_at), data, channel, q, exact(opts.process_at), stale],
+                        parse)
+        return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
+                    [data, due(opts.process_at), tid, channel, q, exact(opts.process_at), stale], parse)
     if opts.group:
         k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
-        a: list[Any] = [data, tid, not_after(now), opts.group]
+        a: list[Any] = [data, tid, at(now), opts.group]
         if opts.unique_ttl:
             k.append(msg.unique_key)
             a.append(opts.unique_ttl)
@@ -107,7 +131,7 @@ def _pairs(raw: Sequence[bytes]) -> list[tuple[str, bytes]]:
     return [(raw[i].decode(), raw[i + 1]) for i in range(0, len(raw), 2)]
 
 
-def dequeue(q: str, *, lease_expiry: float, count: int) -> Call:
+def dequeue(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, bytes]]]:
     """Move up to count pending tasks of q to active with a lease. Reply: [(id, msg bytes)]."""
     return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
                 [due(lease_expiry), keys.task_prefix(q), count], _pairs)
@@ -117,7 +141,7 @@ def _ids(raw: Sequence[bytes]) -> list[str]:
     return [r.decode() for r in raw]
 
 
-def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call:
+def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call[list[str]]:
     """Delete finished tasks (id, unique key or '') and count them. Reply: the ids this worker no longer held."""
     args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
     for tid, ukey in items:
@@ -126,11 +150,13 @@ def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call:
                                  keys.processed_total(q)], args, _ids)
 
 
-def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now: float) -> Call:
-    """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids."""
+def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now: float) -> Call[list[str]]:
+    """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids.
+
+    The completed score is the expiry in whole seconds, truncated as Go writes completed_at + retention."""
     args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
     for tid, expiry, data, ukey in items:
-        args += [tid, due(expiry), data, ukey]
+        args += [tid, at(expiry), data, ukey]
     return Call(script("mark_complete"), [keys.active(q), keys.lease(q), keys.completed(q),
                                           keys.processed_daily(q, now), keys.processed_total(q)], args, _ids)
 
@@ -144,24 +170,26 @@ def _held(raw: Any) -> bool:
 
 
 def retry(q: str, task_id: str, data: bytes, *, retry_at: float, now: float, is_failure: bool,
-          lease_cutoff: float | None = None) -> Call:
+          lease_cutoff: float | None = None) -> Call[bool]:
     """Move an active task to retry. Reply: True, or False when the task was no longer held."""
     return Call(script("retry"),
-                [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now)],
+                [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now),
+                 keys.exact_due(q)],
                 [task_id, data, due(retry_at), int(now) + STATS_TTL, "1" if is_failure else "0",
-                 "" if lease_cutoff is None else not_after(lease_cutoff)], _held)
+                 "" if lease_cutoff is None else not_after(lease_cutoff), exact(retry_at),
+                 not_after(now - STALE_EXACT)], _held)
 
 
 def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: float | None = None,
-            note: str = "") -> Call:
+            note: str = "") -> Call[bool]:
     """Move an active task to archived (trimmed by age and size). Reply: True, or False when not held."""
     return Call(script("archive"),
                 [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.archived(q), *_stat_keys(q, now)],
-                [task_id, data, not_after(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
+                [task_id, data, at(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
                  keys.task_prefix(q), "" if lease_cutoff is None else not_after(lease_cutoff), note], _held)
 
 
-def requeue(q: str, task_id: str) -> Call:
+def requeue(q: str, task_id: str) -> Call[bool]:
     """Put an active task back at the front of pending. Reply: True, or False when not held."""
     return Call(script("requeue"), [keys.active(q), keys.lease(q), keys.pending(q), keys.task(q, task_id)],
                 [task_id], _held)
@@ -172,47 +200,47 @@ def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None]:
     return int(raw[0]), (float(nxt) if nxt not in (b"", "", None) else None)
 
 
-def forward(q: str, *, now: float, batch: int = 100) -> Call:
+def forward(q: str, *, now: float, batch: int = 100) -> Call[tuple[int, float | None]]:
     """Move due scheduled and retry tasks of q to pending (or their group), handing them to idle workers of ours
     when some wait. Reply: (moved, next due or None)."""
     return Call(script("forward"),
                 [keys.scheduled(q), keys.retry(q), keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q),
-                 keys.lease(q)],
+                 keys.lease(q), keys.exact_due(q)],
                 [not_after(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch,
-                 due(now + HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q], _forward_reply)
+                 due(now + HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q, at(now)], _forward_reply)
 
 
-def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call:
+def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call[list[tuple[str, bytes]]]:
     """Active tasks whose lease ended at or before cutoff. Reply: [(id, msg bytes or b'')]."""
     return Call(script("list_lease_expired"), [keys.lease(q)], [not_after(cutoff), keys.task_prefix(q), count], _pairs)
 
 
-def drop_lost_lease(q: str, task_id: str, *, cutoff: float) -> Call:
+def drop_lost_lease(q: str, task_id: str, *, cutoff: float) -> Call[bool]:
     """Forget an expired lease whose task hash is gone. Reply: True when dropped."""
     return Call(script("drop_lost_lease"), [keys.lease(q), keys.active(q)],
                 [task_id, keys.task_prefix(q), not_after(cutoff)], _held)
 
 
-def delete_expired_completed(q: str, *, now: float, batch: int = 100) -> Call:
+def delete_expired_completed(q: str, *, now: float, batch: int = 100) -> Call[int]:
     """Delete completed tasks whose retention ran out. Reply: how many."""
     return Call(script("delete_expired_completed"), [keys.completed(q)],
                 [not_after(now), keys.task_prefix(q), batch], int)
 
 
 def write_server_state(server_key: str, workers_key: str, *, ttl: int, info: bytes,
-                       workers: Sequence[tuple[str, bytes]]) -> Call:
+                       workers: Sequence[tuple[str, bytes]]) -> Call[int]:
     args: list[Any] = [ttl, info]
     for tid, data in workers:
         args += [tid, data]
     return Call(script("write_server_state"), [server_key, workers_key], args, int)
 
 
-def clear_server_state(server_key: str, workers_key: str) -> Call:
+def clear_server_state(server_key: str, workers_key: str) -> Call[int]:
     return Call(script("clear_server_state"), [server_key, workers_key], [], int)
 
 
 def aggregation_check(q: str, group: str, set_id: str, *, now: float, max_size: int, max_delay: float,
-                      grace: float, set_deadline: float) -> Call:
+                      grace: float, set_deadline: float) -> Call[bool]:
     """Move a ready group into a new aggregation set. Reply: True when the set keys.aggregation_set(...) was made."""
     return Call(script("aggregation_check"),
                 [keys.group(q, group), keys.aggregation_set(q, group, set_id), keys.aggregation_sets(q),
@@ -224,16 +252,16 @@ def _aggregation_set_reply(raw: Sequence[bytes]) -> tuple[float | None, list[byt
     return (float(raw[0]) if raw[0] else None), list(raw[1:])
 
 
-def read_aggregation_set(q: str, set_key: str) -> Call:
+def read_aggregation_set(q: str, set_key: str) -> Call[tuple[float | None, list[bytes]]]:
     """Reply: (set deadline or None, [msg bytes])."""
     return Call(script("read_aggregation_set"), [set_key, keys.aggregation_sets(q)], [keys.task_prefix(q)],
                 _aggregation_set_reply)
 
 
-def delete_aggregation_set(q: str, set_key: str) -> Call:
+def delete_aggregation_set(q: str, set_key: str) -> Call[int]:
     return Call(script("delete_aggregation_set"), [set_key, keys.aggregation_sets(q)], [keys.task_prefix(q)], int)
 
 
-def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call:
+def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call[int]:
     return Call(script("reclaim_stale_aggregation_sets"), [keys.aggregation_sets(q), keys.groups(q)],
                 [not_after(now), keys.group_prefix(q)], int)

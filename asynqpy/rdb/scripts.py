@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import redis
 import redis.asyncio as aredis
@@ -20,6 +20,8 @@ from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.keys import QUEUES
 
 KeyOrArg = str | bytes | int | float
+T = TypeVar("T")
+R = TypeVar("R", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -41,30 +43,36 @@ def script(name: str) -> Script:
 
 
 def load_script(package: str, name: str) -> Script:
-    """<package>/lua/<name>.lua with its "-- #include <file>" lines replaced by those fragments (same folder)."""
+    """<package>/lua/<name>.lua with its "-- #include <file>" lines replaced by those fragments.
+
+    A fragment is looked up in the same folder first, then in asynqpy/rdb/lua, so another package's scripts
+    share the core's fragments (one definition of each step of a transition).
+    """
     folder = resources.files(package).joinpath("lua")
+    core = resources.files("asynqpy.rdb").joinpath("lua")
     lines = []
     for line in folder.joinpath(f"{name}.lua").read_text().splitlines(keepends=True):
-        lines.append(folder.joinpath(line.split()[-1]).read_text() if line.startswith("-- #include ") else line)
+        if line.startswith("-- #include "):
+            frag = line.split()[-1]
+            own = folder.joinpath(frag)
+            line = (own if own.is_file() else core.joinpath(frag)).read_text()
+        lines.append(line)
     text = "".join(lines)
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 
 
-def _identity(raw: Any) -> Any:
-    return raw
-
-
 @dataclass(frozen=True)
-class Call:
-    """One script invocation: the script, its KEYS and ARGV, and how to read its reply."""
+class Call(Generic[R]):
+    """One script invocation: the script, its KEYS and ARGV, and parse, which turns its raw reply (as redis-py
+    returns it) into a T or raises the typed error the reply code stands for."""
 
     script: Script
     keys: Sequence[KeyOrArg]
     args: Sequence[KeyOrArg]
-    parse: Callable[[Any], Any] = field(default=_identity)
+    parse: Callable[[Any], R]
 
 
-def _evalsha(call: Call) -> tuple[Any, ...]:
+def _evalsha(call: Call[Any]) -> tuple[Any, ...]:
     return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
 
 
@@ -74,7 +82,7 @@ class SyncRunner:
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
 
-    def run(self, call: Call, *, register_queue: str | None = None) -> Any:
+    def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
         """Run one Call and return its parsed reply; the parser raises the typed errors.
 
         register_queue: also SADD it to asynq:queues, in the same round trip (a producer's duty).
@@ -88,7 +96,7 @@ class SyncRunner:
             raw = self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
 
-    def run_durable(self, call: Call, durable: Durability, *, register_queue: str | None = None) -> Any:
+    def run_durable(self, call: Call[T], durable: Durability, *, register_queue: str | None = None) -> T:
         """run(), then WAIT on the same connection (the node holding the call's keys on a cluster).
 
         Raises NotDurableError when too few replicas confirm within the timeout (the write stands on the primary).
@@ -102,18 +110,18 @@ class SyncRunner:
         durable.check(acked, call.script.name)
         return result
 
-    def run_many_durable(self, calls: Sequence[Call], durable: Durability) -> tuple[list[Any], bool]:
+    def run_many_durable(self, calls: Sequence[Call[T]], durable: Durability) -> tuple[list[T | Exception], bool]:
         """run_many() followed by WAIT per node. Returns (results, True when every node's replicas confirmed)."""
         return _gather(calls, self._by_node(calls), self._durable_groups(calls, durable), durable)
 
-    def _by_node(self, calls: Sequence[Call]) -> list[list[int]]:
+    def _by_node(self, calls: Sequence[Call[Any]]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
         for i, c in enumerate(calls):
             node = self.redis.get_node_from_key(c.keys[0]).name if is_cluster(self.redis) else ""  # type: ignore[attr-defined]
             groups.setdefault(node, []).append(i)
         return list(groups.values())
 
-    def _durable_groups(self, calls: Sequence[Call], durable: Durability) -> list[tuple[list[Any], Any]]:
+    def _durable_groups(self, calls: Sequence[Call[Any]], durable: Durability) -> list[tuple[list[Any], Any]]:
         """Per node: its calls and WAIT in one pipeline on one connection; NOSCRIPT loads and retries once."""
         out = []
         for idxs in self._by_node(calls):
@@ -139,7 +147,7 @@ class SyncRunner:
             out.append((res[:-1], res[-1]))
         return out
 
-    def _run_registering(self, call: Call, queue: str) -> Any:
+    def _run_registering(self, call: Call[T], queue: str) -> T:
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(QUEUES, queue)
         queue_call(pipe, call)
@@ -150,7 +158,7 @@ class SyncRunner:
             raise raw
         return call.parse(raw)
 
-    def run_many(self, calls: Sequence[Call]) -> list[Any]:
+    def run_many(self, calls: Sequence[Call[T]]) -> list[T | Exception]:
         """Run Calls in one pipeline (not a transaction); each result is the parsed reply or the exception."""
         raws = self._pipeline(calls)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError)]
@@ -160,9 +168,9 @@ class SyncRunner:
             again = self._pipeline([calls[i] for i in missing])
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
-        return [_parse_or_error(c, r) for c, r in zip(calls, raws, strict=True)]
+        return _parse_all(calls, raws)
 
-    def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             queue_call(pipe, c)
@@ -175,7 +183,7 @@ class AsyncRunner:
     def __init__(self, client: aredis.Redis) -> None:
         self.redis = client
 
-    async def run(self, call: Call, *, register_queue: str | None = None) -> Any:
+    async def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
         if register_queue is not None:
             return await self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -185,7 +193,7 @@ class AsyncRunner:
             raw = await self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
 
-    async def run_durable(self, call: Call, durable: Durability, *, register_queue: str | None = None) -> Any:
+    async def run_durable(self, call: Call[T], durable: Durability, *, register_queue: str | None = None) -> T:
         """See SyncRunner.run_durable."""
         if register_queue is not None:
             await self.redis.sadd(QUEUES, register_queue)
@@ -196,11 +204,11 @@ class AsyncRunner:
         durable.check(acked, call.script.name)
         return result
 
-    async def run_many_durable(self, calls: Sequence[Call], durable: Durability) -> tuple[list[Any], bool]:
+    async def run_many_durable(self, calls: Sequence[Call[T]], durable: Durability) -> tuple[list[T | Exception], bool]:
         """See SyncRunner.run_many_durable."""
         return _gather(calls, await self._by_node(calls), await self._durable_groups(calls, durable), durable)
 
-    async def _by_node(self, calls: Sequence[Call]) -> list[list[int]]:
+    async def _by_node(self, calls: Sequence[Call[Any]]) -> list[list[int]]:
         groups: dict[str, list[int]] = {}
         rc: Any = self.redis
         if is_cluster(rc):
@@ -210,7 +218,7 @@ class AsyncRunner:
             groups.setdefault(node, []).append(i)
         return list(groups.values())
 
-    async def _durable_groups(self, calls: Sequence[Call], durable: Durability) -> list[tuple[list[Any], Any]]:
+    async def _durable_groups(self, calls: Sequence[Call[Any]], durable: Durability) -> list[tuple[list[Any], Any]]:
         out = []
         rc: Any = self.redis
         for idxs in await self._by_node(calls):
@@ -239,7 +247,7 @@ class AsyncRunner:
             out.append((res[:-1], res[-1]))
         return out
 
-    async def _run_registering(self, call: Call, queue: str) -> Any:
+    async def _run_registering(self, call: Call[T], queue: str) -> T:
         pipe = self.redis.pipeline(transaction=False)
         pipe.sadd(QUEUES, queue)
         queue_call(pipe, call)
@@ -250,7 +258,7 @@ class AsyncRunner:
             raise raw
         return call.parse(raw)
 
-    async def run_many(self, calls: Sequence[Call]) -> list[Any]:
+    async def run_many(self, calls: Sequence[Call[T]]) -> list[T | Exception]:
         raws = await self._pipeline(calls)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError)]
         if missing:
@@ -259,37 +267,44 @@ class AsyncRunner:
             again = await self._pipeline([calls[i] for i in missing])
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
-        return [_parse_or_error(c, r) for c, r in zip(calls, raws, strict=True)]
+        return _parse_all(calls, raws)
 
-    async def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             queue_call(pipe, c)
         return list(await pipe.execute(raise_on_error=False))
 
 
-def _gather(calls: Sequence[Call], order: list[list[int]], groups: list[tuple[list[Any], Any]],
-            durable: Durability) -> tuple[list[Any], bool]:
+def _gather(calls: Sequence[Call[T]], order: list[list[int]], groups: list[tuple[list[Any], Any]],
+            durable: Durability) -> tuple[list[T | Exception], bool]:
     """Per-call results in call order from per-node replies, and whether every node's WAIT was enough."""
-    out: list[Any] = [None] * len(calls)
+    slots: dict[int, T | Exception] = {}
     confirmed = True
     for idxs, (raws, acked) in zip(order, groups, strict=True):
         for i, raw in zip(idxs, raws, strict=True):
-            out[i] = _parse_or_error(calls[i], raw)
+            slots[i] = _parse_or_error(calls[i], raw)
         try:
             durable.check(acked, "batch")
         except NotDurableError:
             confirmed = False
-    return out, confirmed
+    return [slots[i] for i in range(len(calls))], confirmed
 
 
-def queue_call(pipe: Any, call: Call) -> Any:
+def queue_call(pipe: Any, call: Call[Any]) -> Any:
     """Queue EVALSHA for call on a pipeline. Through execute_command: redis-py's cluster pipeline refuses its
     evalsha() method, yet routes the command by its first key (every script's keys share one slot)."""
     return pipe.execute_command("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
 
 
-def _parse_or_error(call: Call, raw: Any) -> Any:
+def _parse_all(calls: Sequence[Call[T]], raws: Sequence[Any]) -> list[T | Exception]:
+    out: list[T | Exception] = []
+    for c, r in zip(calls, raws, strict=True):
+        out.append(_parse_or_error(c, r))
+    return out
+
+
+def _parse_or_error(call: Call[T], raw: Any) -> T | Exception:
     if isinstance(raw, ResponseError):
         return raw
     try:

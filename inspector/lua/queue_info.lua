@@ -1,14 +1,19 @@
 -- queue_info: every count of one queue, its oldest pending task and soonest due times, in one step (read only).
 -- KEYS[1] pending   KEYS[2] active   KEYS[3] scheduled   KEYS[4] retry   KEYS[5] archived   KEYS[6] completed
 -- KEYS[7] paused   KEYS[8] groups set   KEYS[9] processed:<day>   KEYS[10] failed:<day>
--- KEYS[11] processed (all time)   KEYS[12] failed (all time)
+-- KEYS[11] processed (all time)   KEYS[12] failed (all time)   KEYS[13] our exact due times asynqpy:{q}:due
 -- ARGV[1] task key prefix   ARGV[2] group key prefix   ARGV[3] memory sample size (0 = do not sample memory)
 -- returns {pending, active, scheduled, retry, archived, completed, aggregating, groups, paused (0/1),
 --   processed, failed, processed total, failed total (strings, '' when unset), oldest pending_since (ns string, ''),
---   soonest scheduled score (''), soonest retry score (''), approximate memory in bytes (-1 when not sampled)}
-local function first_score(key)
+--   soonest scheduled and retry due times ('': none; the first task's exact due time where it fits its score),
+--   approximate memory in bytes (-1 when not sampled)}
+-- #include _due.lua
+local function first_due(key)
   local s = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
-  return s[2] or ""
+  if not s[2] then return "" end
+  local exact = redis.call("ZSCORE", KEYS[13], s[1])
+  if exact and exact_fits(s[2], exact) then return exact end
+  return s[2]
 end
 local function mem(key)
   return tonumber(redis.call("MEMORY", "USAGE", key) or 0) or 0
@@ -44,7 +49,7 @@ local out = {counts[1], counts[2], counts[3], counts[4], counts[5], counts[6], a
   redis.call("EXISTS", KEYS[7])}
 for i = 9, 12 do out[#out + 1] = redis.call("GET", KEYS[i]) or "" end
 out[#out + 1] = since
-out[#out + 1] = first_score(KEYS[3])
-out[#out + 1] = first_score(KEYS[4])
+out[#out + 1] = first_due(KEYS[3])
+out[#out + 1] = first_due(KEYS[4])
 out[#out + 1] = memory
 return out

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 
-from asynqpy import AsyncClient, Client, DuplicateTaskError, Task, TaskIDConflictError, TaskState
+from asynqpy import (
+    AsyncClient,
+    Client,
+    DuplicateTaskError,
+    InvalidArgumentError,
+    RedisUnavailableError,
+    Task,
+    TaskIDConflictError,
+    TaskOptions,
+    TaskState,
+)
 from asynqpy.wire import TaskMessage
 
 
@@ -43,12 +55,13 @@ def test_deadline_alone_leaves_timeout_zero_and_options_land_in_message(redis_ur
     assert m.retry == 3 and m.retention == 600
 
 
-def test_process_in_schedules_with_exact_fractional_score(redis_url: str, r: redis.Redis) -> None:
+def test_process_in_schedules_whole_second_score_and_keeps_exact_time(redis_url: str, r: redis.Redis) -> None:
     info = Client(redis_url).enqueue(Task("t", b""), process_in=90.25)
     assert info.state is TaskState.SCHEDULED
+    at = info.next_process_at.timestamp()
     score = r.zscore("asynq:{default}:scheduled", info.id)
-    assert score == pytest.approx(info.next_process_at.timestamp(), abs=1e-3)
-    assert score != int(score)  # not truncated to whole seconds
+    assert score == math.ceil(at)  # whole seconds as every asynq release reads them, rounded up: never early
+    assert r.zscore("asynqpy:{default}:due", info.id) == pytest.approx(at, abs=1e-3)  # ours, exact
     assert r.hget(f"asynq:{{default}}:t:{info.id}", "state") == b"scheduled"
     assert r.hget(f"asynq:{{default}}:t:{info.id}", "pending_since") is None
 
@@ -96,36 +109,101 @@ def test_task_id_conflict(redis_url: str) -> None:
     assert err.value.task_id == "x"
 
 
-@pytest.mark.parametrize(("kwargs", "exc", "word"), [
-    ({"queue": ""}, ValueError, "queue"),
-    ({"queue": "a}b"}, ValueError, "queue"),
-    ({"queue": 5}, TypeError, "queue"),
-    ({"process_in": -1}, ValueError, "process_in"),
-    ({"process_at": datetime(2030, 1, 1)}, ValueError, "process_at"),
-    ({"deadline": datetime(2030, 1, 1)}, ValueError, "deadline"),
-    ({"process_in": 5, "process_at": datetime.now(UTC)}, ValueError, "process_in"),
-    ({"max_retry": -2}, ValueError, "max_retry"),
-    ({"max_retry": "3"}, TypeError, "max_retry"),
-    ({"timeout": 0}, ValueError, "timeout"),
-    ({"timeout": "5s"}, TypeError, "timeout"),
-    ({"unique": 0.5}, ValueError, "unique"),
-    ({"task_id": "  "}, ValueError, "task_id"),
-    ({"group": ""}, ValueError, "group"),
-    ({"retention": -5}, ValueError, "retention"),
+@pytest.mark.parametrize(("kwargs", "word"), [
+    ({"queue": ""}, "queue"),
+    ({"queue": "a}b"}, "queue"),
+    ({"queue": 5}, "queue"),
+    ({"process_in": -1}, "process_in"),
+    ({"process_at": datetime(2030, 1, 1)}, "process_at"),
+    ({"deadline": datetime(2030, 1, 1)}, "deadline"),
+    ({"process_in": 5, "process_at": datetime.now(UTC)}, "process_in"),
+    ({"max_retry": -2}, "max_retry"),
+    ({"max_retry": "3"}, "max_retry"),
+    ({"timeout": 0}, "timeout"),
+    ({"timeout": "5s"}, "timeout"),
+    ({"unique": 0.5}, "unique"),
+    ({"task_id": "  "}, "task_id"),
+    ({"group": ""}, "group"),
+    ({"retention": -5}, "retention"),
+    ({"retries": 3}, "retries"),  # an unknown keyword is named too
 ])
-def test_bad_arguments_name_themselves(redis_url: str, r: redis.Redis, kwargs, exc, word) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(exc, match=word):
+def test_bad_arguments_name_themselves(redis_url: str, r: redis.Redis, kwargs, word) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidArgumentError, match=word) as err:
         Client(redis_url).enqueue(Task("t", b""), **kwargs)
+    assert err.value.argument == word and isinstance(err.value, ValueError)
+    with pytest.raises(InvalidArgumentError, match=word):
+        Client(redis_url).enqueue_many([Task("t", b"")], **kwargs)
     assert r.dbsize() == 0  # nothing half-written
 
 
 def test_bad_tasks() -> None:
-    with pytest.raises(ValueError, match="blank"):
+    with pytest.raises(InvalidArgumentError, match="blank"):
         Task("  ", b"")
-    with pytest.raises(TypeError, match="bytes"):
+    with pytest.raises(InvalidArgumentError, match="bytes") as err:
         Task("t", "a string")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="headers"):
+    assert err.value.argument == "payload"
+    with pytest.raises(InvalidArgumentError, match="headers"):
         Task("t", b"", {"k": 1})  # type: ignore[dict-item]
+    with pytest.raises(InvalidArgumentError, match="Task") as err:
+        Client("redis://127.0.0.1:1/0").enqueue("t")  # type: ignore[arg-type]
+    assert err.value.argument == "task"
+
+
+def test_task_options_are_one_reusable_checked_object(redis_url: str, r: redis.Redis) -> None:
+    opts = TaskOptions(queue="reports", max_retry=2, retention=timedelta(minutes=5), process_in=60)
+    with pytest.raises(InvalidArgumentError) as err:
+        TaskOptions(max_retry=-1)
+    assert err.value.argument == "max_retry"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.queue = "x"  # type: ignore[misc]
+    c = Client(redis_url)
+    a = c.enqueue(Task("t", b"a"), opts)
+    assert (a.queue, a.max_retry, a.retention, a.state) == ("reports", 2, 300, TaskState.SCHEDULED)
+    # Keywords win over the options object; a process_at keyword replaces its process_in.
+    b = c.enqueue(Task("t", b"b"), opts, queue="urgent", process_at=datetime.now(UTC) - timedelta(seconds=1))
+    assert (b.queue, b.max_retry, b.state) == ("urgent", 2, TaskState.PENDING)
+    many = c.enqueue_many([Task("t", b"c"), Task("t", b"d")], opts, max_retry=7)
+    assert [(m.queue, m.max_retry, m.state) for m in many] == [("reports", 7, TaskState.SCHEDULED)] * 2  # type: ignore[union-attr]
+    assert r.zcard("asynq:{reports}:scheduled") == 3 and r.llen("asynq:{urgent}:pending") == 1
+    with pytest.raises(InvalidArgumentError) as err:
+        c.enqueue_many([Task("t", b"e")], opts, task_id="same-for-all")
+    assert err.value.argument == "task_id"
+    with pytest.raises(InvalidArgumentError) as err:
+        c.enqueue(Task("t", b"e"), {"queue": "x"})  # type: ignore[arg-type]
+    assert err.value.argument == "options"
+
+
+def test_enqueue_many_takes_unique_per_task(redis_url: str) -> None:
+    c = Client(redis_url)
+    out = c.enqueue_many([Task("t", b"1"), Task("t", b"2"), Task("t", b"1")], unique=60)
+    assert [type(o).__name__ for o in out] == ["TaskInfo", "TaskInfo", "DuplicateTaskError"]
+
+
+def test_unreachable_redis_raises_our_error_with_the_url_masked() -> None:
+    url = "redis://user:s3cret@127.0.0.1:1/3"
+    with pytest.raises(RedisUnavailableError) as err:
+        Client(url).enqueue(Task("t"))
+    assert err.value.url == "redis://user:***@127.0.0.1:1/3" and "s3cret" not in str(err.value)
+    assert "127.0.0.1:1" in str(err.value) and err.value.reason
+    with pytest.raises(RedisUnavailableError):
+        Client(url).enqueue_many([Task("t")])
+
+    async def go() -> None:
+        async with AsyncClient(url) as c:
+            await c.enqueue(Task("t"))
+    with pytest.raises(RedisUnavailableError) as err:
+        asyncio.run(go())
+    assert "s3cret" not in str(err.value)
+
+
+def test_task_without_payload_takes_gos_nil_unique_key(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    nil = c.enqueue(Task("report:daily"), unique=60)
+    empty = c.enqueue(Task("report:daily", b""), unique=60)  # Go's []byte{}: a lock of its own
+    assert r.get("asynq:{default}:unique:report:daily:") == nil.id.encode()
+    assert r.get("asynq:{default}:unique:report:daily:d41d8cd98f00b204e9800998ecf8427e") == empty.id.encode()
+    assert Task("report:daily").payload == b"" and Task("report:daily").nil_payload
+    assert not Task("report:daily", b"").nil_payload
 
 
 def test_enqueue_many_pipelines_and_reports_each(redis_url: str, r: redis.Redis) -> None:
@@ -149,3 +227,13 @@ def test_async_client(redis_url: str, r: redis.Redis) -> None:
     infos = asyncio.run(go())
     assert infos[0].state is TaskState.SCHEDULED and r.zcard("asynq:{aq}:scheduled") == 1
     assert r.llen("asynq:{aq}:pending") == 2
+
+
+# The message Go asynq v0.26.0 wrote for NewTask("v:nilpayload", nil) with TaskID("t-empty") in queue "vq"
+# (golden vector asynq-v0.26.0-state.json, key asynq:{vq}:t:t-empty): no payload field at all.
+GO_NIL_PAYLOAD_MSG = bytes.fromhex("0a0c763a6e696c7061796c6f61641a07742d656d70747922027671281940880e")
+
+
+def test_task_without_payload_is_the_message_go_writes_for_nil(redis_url: str, r: redis.Redis) -> None:
+    Client(redis_url).enqueue(Task("v:nilpayload"), queue="vq", task_id="t-empty")
+    assert r.hget("asynq:{vq}:t:t-empty", "msg") == GO_NIL_PAYLOAD_MSG

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from datetime import timedelta
@@ -12,9 +13,9 @@ import pytest
 import redis
 
 from asynqpy import Client, RevokeTask, ServeMux, Server, SkipRetry, Task
-from asynqpy.config import default_retry_delay
+from asynqpy.config import ServerConfig, default_retry_delay
 from asynqpy.embedded import EmbeddedServer
-from asynqpy.errors import RedisUnavailableError
+from asynqpy.errors import InvalidArgumentError, LeaseExpiredError, RedisUnavailableError
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import ServerInfo, TaskMessage, WorkerInfo
@@ -88,7 +89,8 @@ def test_retry_score_follows_the_delay_function(redis_url: str, r: redis.Redis) 
     with running(redis_url, mux, retry_delay=lambda n, e, t: 3600.0):
         wait_for(lambda: r.zscore(keys.retry("default"), tid))
     score = r.zscore(keys.retry("default"), tid)
-    assert before + 3600 <= score <= time.time() + 3600
+    assert before + 3600 <= score <= math.ceil(time.time() + 3600) and score == int(score)  # rounded up
+    assert before + 3600 <= r.zscore(keys.exact_due("default"), tid) <= time.time() + 3600
     assert stored(r, tid).error_msg == "ZeroDivisionError: division by zero"
 
 
@@ -382,10 +384,23 @@ def test_unreachable_redis_is_one_clear_error() -> None:
     ({"queues": {"a": 0}}, "priority"),
     ({"shutdown_timeout": -1}, "shutdown_timeout"),
     ({"heartbeat_interval": 40}, "heartbeat_interval"),
+    ({"retry_delay": 5}, "retry_delay"),
+    ({"concurrence": 5}, "concurrence"),  # a misspelt setting is named, not ignored
 ])
 def test_bad_server_settings(settings, word) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises((ValueError, TypeError), match=word):
+    with pytest.raises(InvalidArgumentError, match=word) as err:
         Server("redis://127.0.0.1:1/0", **settings)
+    assert err.value.argument in (word, "queues")
+
+
+def test_server_takes_a_config_and_keywords_win() -> None:
+    cfg = ServerConfig(concurrency=3, queues={"a": 2, "b": 1}, shutdown_timeout=2)
+    srv = Server("redis://127.0.0.1:1/0", cfg, concurrency=7)
+    assert (srv.config.concurrency, dict(srv.config.queues), srv.config.shutdown_timeout) == (7, {"a": 2, "b": 1}, 2)
+    assert Server("redis://127.0.0.1:1/0", cfg).config is cfg
+    with pytest.raises(InvalidArgumentError) as err:
+        Server("redis://127.0.0.1:1/0", {"concurrency": 3})  # type: ignore[arg-type]
+    assert err.value.argument == "config"
 
 
 def test_result_of_a_task_finished_while_redis_was_away_is_written_later(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -428,3 +443,54 @@ def test_handler_calling_sys_exit_is_a_failure_not_a_dead_worker(redis_url: str,
         c.enqueue(Task("ok", b""))
         wait_for(ok.is_set)
     assert stored(r, tid).error_msg == "SystemExit: 3"
+
+
+def _orphan(r: redis.Redis, q: str, task: Task, **opts: object) -> str:
+    """A task of q left active by a worker that died a minute ago (its lease long expired)."""
+    tid = Client(connection=r).enqueue(task, queue=q, **opts).id
+    [(got, _)] = SyncRunner(r).run(broker.dequeue(q, lease_expiry=time.time() - 60, count=1))
+    assert got == tid
+    return tid
+
+
+def test_recoverer_makes_the_processors_retry_decision_for_every_queue(redis_url: str, r: redis.Redis) -> None:
+    # The first queue fails to recover (its lease key is not a sorted set); the others must still be recovered.
+    r.sadd(keys.QUEUES, "broken")
+    r.set(keys.lease("broken"), "not a sorted set")
+    typed = _orphan(r, "q1", Task("report:daily", b"1"), max_retry=3)
+    uncounted = _orphan(r, "q2", Task("ping", b"2"), max_retry=3)
+    last = _orphan(r, "q2", Task("report:daily", b"3"), max_retry=0)
+    seen: list[tuple[int, str, str]] = []
+
+    def delay(n: int, exc: BaseException, task) -> float:  # type: ignore[no-untyped-def]
+        seen.append((n, type(exc).__name__, task.type))  # a retry_delay that reads the task, as handlers do
+        return 1000.0 if task.type == "report:daily" else 2000.0
+
+    def is_failure(exc: BaseException) -> bool:
+        return not isinstance(exc, LeaseExpiredError) or seen[-1][2] == "report:daily"
+
+    before = time.time()
+    with running(redis_url, ServeMux(), queues={"broken": 3, "q1": 2, "q2": 1}, strict_priority=True,
+                 retry_delay=delay, is_failure=is_failure, lease_grace=0, recover_interval=0.2):
+        wait_for(lambda: r.zcard(keys.retry("q1")) and r.zcard(keys.retry("q2")) and r.zcard(keys.archived("q2")),
+                 what="the orphans of q1 and q2 to be recovered")
+    assert sorted(seen) == [(0, "LeaseExpiredError", "ping"), (0, "LeaseExpiredError", "report:daily")]
+    m = TaskMessage.FromString(r.hget(keys.task("q1", typed), "msg"))
+    assert (m.retried, m.error_msg) == (1, "asynq: task lease expired")
+    assert before + 1000 - 1 <= r.zscore(keys.retry("q1"), typed) <= time.time() + 1000 + 1
+    m = TaskMessage.FromString(r.hget(keys.task("q2", uncounted), "msg"))
+    assert m.retried == 0  # is_failure said no: retried without counting an attempt, as the processor does
+    assert r.zscore(keys.retry("q2"), uncounted) >= before + 2000 - 1
+    assert r.zscore(keys.archived("q2"), last) is not None  # out of retries: archived, retry_delay not asked
+
+
+def test_recoverer_survives_a_retry_delay_that_raises(redis_url: str, r: redis.Redis) -> None:
+    tid = _orphan(r, "default", Task("t", b""), max_retry=3)
+
+    def broken(n: int, exc: BaseException, task: object) -> float:
+        raise RuntimeError("bug in user code")
+
+    before = time.time()
+    with running(redis_url, ServeMux(), retry_delay=broken, lease_grace=0, recover_interval=0.2):
+        wait_for(lambda: r.zscore(keys.retry("default"), tid), what="the orphan to go to retry anyway")
+    assert r.zscore(keys.retry("default"), tid) >= before + 15 - 1  # asynq's delay for a first retry

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from asynqpy import Client, Task
+from asynqpy import Client, InvalidArgumentError, Task
 from asynqpy.rdb import keys
 from inspector import (
     FailedPreconditionError,
@@ -97,8 +97,9 @@ def test_batch_reports_each_id(insp: Inspector, one_of_each: dict[str, str]) -> 
     res = insp.run_tasks("q", ["pending2", "archived"])
     assert res.succeeded == ("archived",) and res.failed[0].task_id == "pending2"
     assert insp.delete_tasks("q", ["archived", "scheduled"]).succeeded == ("archived", "scheduled")
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidArgumentError) as err:
         insp.delete_tasks("q", "archived")
+    assert err.value.argument == "task_ids"
 
 
 def test_batch_larger_than_a_chunk(redis_url: str, client: Client, clock: Clock, r: redis.Redis) -> None:

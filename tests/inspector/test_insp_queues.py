@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 
-from asynqpy import Client, Task
+from asynqpy import Client, InvalidArgumentError, RedisUnavailableError, Task
 from asynqpy.rdb import keys
 from inspector import (
     Inspector,
@@ -108,8 +108,9 @@ def test_history_per_utc_day(insp: Inspector, r: redis.Redis, clock: Clock, clie
     days = insp.history("q", 3)
     assert [(d.processed, d.failed) for d in days] == [(7, 2), (5, 0), (0, 0)]
     assert days[0].date - days[1].date == timedelta(days=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError) as err:
         insp.history("q", 0)
+    assert err.value.argument == "days"
 
 
 def test_groups(insp: Inspector, client: Client) -> None:
@@ -131,7 +132,53 @@ def test_pause_and_unpause(insp: Inspector, client: Client) -> None:
 
 
 def test_bad_names_are_clear_errors(insp: Inspector) -> None:
-    with pytest.raises(ValueError, match="blank"):
+    with pytest.raises(InvalidArgumentError, match="blank") as err:
         insp.queue_info(" ")
-    with pytest.raises(ValueError, match="unknown task state"):
+    assert err.value.argument == "queue"
+    with pytest.raises(InvalidArgumentError, match="unknown task state") as err:
         insp.list_tasks("q", "sleeping")
+    assert err.value.argument == "state"
+
+
+def test_unreachable_redis_is_our_error_naming_the_server() -> None:
+    insp = Inspector("redis://:hunter2@127.0.0.1:1/4")
+    for call in (insp.queues, insp.queue_infos, insp.servers, lambda: insp.pause("q"),
+                 lambda: insp.list_tasks("q", "pending")):
+        with pytest.raises(RedisUnavailableError) as err:
+            call()
+        assert err.value.url == "redis://:***@127.0.0.1:1/4" and "hunter2" not in str(err.value)
+        assert err.value.reason and not isinstance(err.value, redis.RedisError)
+
+
+def test_every_read_script_loads_itself_on_a_fresh_server(insp: Inspector, client: Client, r: redis.Redis) -> None:
+    """No list of scripts to preload: a pipeline that meets NOSCRIPT loads the scripts it used."""
+    client.enqueue(Task("t", b"needle"), queue="q", task_id="a")
+    for read in (lambda: insp.queue_infos()[0].pending == 1, lambda: len(insp.list_tasks("q", "pending").tasks) == 1,
+                 lambda: insp.get_task("q", "a").info.payload == b"needle",
+                 lambda: len(insp.search("q", "pending", text="needle").tasks) == 1,
+                 lambda: insp.archive_all("q", "pending") == 1):
+        r.script_flush()
+        assert read()
+
+
+def test_now_is_the_inspectors_clock(insp: Inspector, clock: Clock) -> None:
+    assert insp.now() == clock.t
+    clock.t += 60
+    assert insp.now() == clock.t
+
+
+def test_a_new_read_script_needs_no_registration(r: redis.Redis) -> None:
+    """A script no list names (as a new one would be) still runs in a read pipeline on a fresh server."""
+    import hashlib
+
+    from asynqpy.rdb.scripts import Call, Script
+    from inspector.context import Ctx
+
+    text = "return tonumber(ARGV[1]) * 6"
+    fresh = Script("brand_new", text, hashlib.sha1(text.encode()).hexdigest())
+    ctx = Ctx(r)
+    r.script_flush()
+    assert ctx.read_script(Call(fresh, [], [7], int)) == 42
+    r.script_flush()
+    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, "q"), ctx.script(p, Call(fresh, [], [2], int))))
+    assert (known, raw) == (0, 12)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from asynqpy import Client, Task
+from asynqpy import Client, InvalidArgumentError, Task
 from asynqpy.rdb import keys
 from inspector import Inspector
 from tests.inspector.worker import Worker
@@ -77,9 +77,8 @@ def test_undecodable_rows_match_only_by_id_or_error(insp: Inspector, client: Cli
 
 
 def test_bad_search_arguments(insp: Inspector, mixed: None) -> None:
-    with pytest.raises(ValueError):
-        insp.search("q", "pending", limit=0)
-    with pytest.raises(ValueError):
-        insp.search("q", "pending", cursor=-1)
-    with pytest.raises(TypeError):
-        insp.search("q", "pending", text=b"bytes")  # type: ignore[arg-type]
+    for kwargs, name in (({"limit": 0}, "limit"), ({"cursor": -1}, "cursor"), ({"text": b"bytes"}, "text"),
+                         ({"max_scan": "9"}, "max_scan")):
+        with pytest.raises(InvalidArgumentError) as err:
+            insp.search("q", "pending", **kwargs)  # type: ignore[arg-type]
+        assert err.value.argument == name

@@ -136,6 +136,21 @@ def test_unique_locks_are_shared_both_ways(go_peer: GoPeer, redis_url: str) -> N
             c.enqueue(Task("u:py", b"other"), queue="uq", unique=60, process_in=600)
 
 
+def test_a_task_without_payload_takes_gos_nil_unique_lock(go_peer: GoPeer, redis_url: str, r: redis.Redis) -> None:
+    """Go's NewTask(type, nil) and Python's Task(type) lock the same key, asynq:{q}:unique:<type>: exactly."""
+    (go,) = go_peer.enqueue([{"type": "nil:go", "queue": "nq", "unique_s": 300}])  # no payload_b64: nil
+    assert go["event"] == "enqueued"
+    assert r.get("asynq:{nq}:unique:nil:go:") == go["id"].encode()  # the form Go writes
+    with Client(redis_url) as c:
+        with pytest.raises(DuplicateTaskError):
+            c.enqueue(Task("nil:go"), queue="nq", unique=60)
+        py = c.enqueue(Task("nil:py"), queue="nq", unique=300)
+        assert r.get("asynq:{nq}:unique:nil:py:") == py.id.encode()
+        assert r.hget(f"asynq:{{nq}}:t:{py.id}", "unique_key") == b"asynq:{nq}:unique:nil:py:"
+    (again,) = go_peer.enqueue([{"type": "nil:py", "queue": "nq", "unique_s": 300}])
+    assert again["kind"] == "duplicate_task"
+
+
 def test_task_id_conflicts_are_shared_both_ways(go_peer: GoPeer, redis_url: str) -> None:
     with Client(redis_url) as c:
         c.enqueue(Task("id:py"), queue="cq", task_id="py-id")

@@ -9,7 +9,9 @@ import pytest
 import redis
 
 from asynqpy import AsyncClient, Client, ServeMux, Task
+from asynqpy.config import ServerConfig
 from asynqpy.errors import InvalidArgumentError, NotDurableError
+from asynqpy.options import TaskOptions
 from asynqpy.rdb import keys
 from asynqpy.rdb.durability import Durability
 from asynqpy.topology import LocalSentinel
@@ -27,8 +29,17 @@ def test_durable_enqueue_without_replicas_says_so(redis_url: str, r: redis.Redis
 
 def test_durable_arguments_are_checked(redis_url: str) -> None:
     c = Client(redis_url)
-    with pytest.raises(TypeError, match="durable must be a bool"):
-        c.enqueue(Task("t", b""), durable="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="durable must be True, False or a Durability") as info:
+        c.enqueue(Task("t", b""), durable="yes")
+    assert info.value.argument == "durable"
+    with pytest.raises(InvalidArgumentError, match="durable must be"):
+        TaskOptions(durable=1)  # type: ignore[arg-type]
+    assert TaskOptions(durable=True).resolve(0).durable == Durability()
+    assert TaskOptions().resolve(0).durable is None
+    with pytest.raises(InvalidArgumentError, match="durable_acks must be") as info:
+        ServerConfig(durable_acks="yes")  # type: ignore[arg-type]
+    assert info.value.argument == "durable_acks"
+    assert ServerConfig(durable_acks=True).durable_acks == Durability()
     with pytest.raises(InvalidArgumentError, match="replicas"):
         Durability(replicas=0)
     with pytest.raises(InvalidArgumentError, match="timeout"):

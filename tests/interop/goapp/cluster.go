@@ -7,11 +7,14 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// runCluster runs the enqueue, work or inspect subcommand against a Redis Cluster, through asynq's
+// clusterCommand runs the enqueue, work or inspect subcommand against a Redis Cluster, through asynq's
 // RedisClusterClientOpt:
 //
 //	goapp cluster <enqueue|work|inspect> --addrs h1:p1,h2:p2 [--password pw] [that subcommand's flags]
-func runCluster(args []string) {
+//
+// It takes the flags of its own: common (--redis, --db) does not apply to a cluster. asynq's
+// RedisClusterClientOpt exists in every release of the matrix, so this file has no build tag.
+func clusterCommand(_ *flag.FlagSet, _ *commonFlags, args []string) {
 	if len(args) < 1 {
 		fail("usage: goapp cluster <enqueue|work|inspect> --addrs h1:p1,h2:p2 [flags]")
 	}

@@ -28,8 +28,15 @@ func registerInspectFlags(fs *flag.FlagSet) *[]string {
 	return &lookups
 }
 
-// runInspect prints one JSON object: queues, per_queue (info, today, every state's tasks, groups),
+// inspectCommand prints one JSON object: queues, per_queue (info, today, every state's tasks, groups),
 // servers with active workers, scheduler entries with their enqueue events, and the --task lookups.
+func inspectCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
+	lookups := registerInspectFlags(fs)
+	fs.Parse(args)
+	runInspect(common.connOpt(), *lookups)
+}
+
+// runInspect is inspectCommand on any connection (one server, or a cluster: cluster.go).
 func runInspect(opt asynq.RedisConnOpt, lookups []string) {
 	insp := asynq.NewInspector(opt)
 	defer insp.Close()
