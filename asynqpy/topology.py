@@ -8,7 +8,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,7 +16,7 @@ from typing import Self
 
 import redis
 
-from asynqpy.embedded import _answers_ping, server_binary, stop_process
+from asynqpy.embedded import _answers_ping, port_is_free, server_binary, stop_process
 
 NODE_TIMEOUT_MS = 2000  # cluster-node-timeout: how soon a cluster notices a dead node
 
@@ -33,20 +32,11 @@ def cli_binary(server: str) -> str:
     return found
 
 
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def cluster_port(host: str = "127.0.0.1") -> int:
     """A free port whose cluster bus port (port + 10000) is free too: both below the ephemeral range."""
     for _ in range(200):
         port = random.randrange(20000, 30000)
-        if _bindable(host, port) and _bindable(host, port + 10000):
+        if port_is_free(port, host) and port_is_free(port + 10000, host):
             return port
     raise RuntimeError("no free port pair for a cluster node")
 

@@ -7,9 +7,14 @@ import asyncio
 import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
+from redis.exceptions import ClusterDownError, TryAgainError
 
+from asynqpy import AsyncClient, Client, ServeMux, Server, Task
 from asynqpy.connection import aconnect, cluster_url, connect, mask, parse
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.embedded import free_port
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
+from asynqpy.rdb.failures import UNREACHABLE
+from inspector import Inspector
 
 
 def test_single_server_forms() -> None:
@@ -98,3 +103,38 @@ def test_connect_sentinel_finds_the_primary(redis_sentinel) -> None:  # type: ig
     assert r.info("replication")["role"] == "master"
     r.delete("sentinel:k")
     r.close()
+
+
+def test_an_unreachable_cluster_is_redis_unavailable() -> None:
+    """No seed answers: the same RedisUnavailableError as one server down, from the clients, the Inspector and the
+    Server (whose asyncio cluster client meets it at its first command); the password stays masked."""
+    port = free_port()
+    url = f"redis+cluster://:s3cret@127.0.0.1:{port}/"
+    for make in (Client, Inspector):
+        with pytest.raises(RedisUnavailableError) as info:
+            make(url)
+        assert info.value.url == f"redis+cluster://:***@127.0.0.1:{port}/"
+        assert "s3cret" not in str(info.value)
+
+    async def enqueue() -> None:
+        c = AsyncClient(url)
+        try:
+            await c.enqueue(Task("t", b""))
+        finally:
+            await c.close()
+
+    with pytest.raises(RedisUnavailableError, match="cannot be connected"):
+        asyncio.run(enqueue())
+    with pytest.raises(RedisUnavailableError):
+        Server(url).run(ServeMux())
+
+
+def test_cluster_down_and_try_again_count_as_unreachable() -> None:
+    assert issubclass(ClusterDownError, UNREACHABLE) and issubclass(TryAgainError, UNREACHABLE)
+
+
+def test_mask_url_hides_sentinel_passwords() -> None:
+    masked = mask_url("redis+sentinel://u:pw@s1:26379,s2:26379/mymaster/0?sentinel_password=spw&ssl=1")
+    assert masked == "redis+sentinel://u:***@s1:26379,s2:26379/mymaster/0?sentinel_password=***&ssl=1"
+    assert mask is mask_url
+    assert str(RedisUnavailableError("redis+sentinel://s1/m/0?sentinel_password=spw")).count("spw") == 0
