@@ -41,6 +41,10 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                        "requeues its running tasks within --shutdown-timeout)")
     p.add_argument("mux", help="module:attribute of the ServeMux, e.g. app.tasks:mux (imported from the current "
                                "directory or PYTHONPATH)")
+    p.add_argument("--cluster", action="store_true",
+                   help="the URL names Redis Cluster seed nodes (same as redis+cluster://host:port,...)")
+    p.add_argument("--durable-acks", action="store_true",
+                   help="acknowledgements wait for a replica (Redis WAIT) so a failover cannot undo them")
     p.add_argument("--concurrency", type=int, default=10, help="tasks at once per process (default 10)")
     p.add_argument("--queues", default="default=1", help="name=priority,... (default: default=1)")
     p.add_argument("--strict", action="store_true", help="strict priority: lower queues only when higher are empty")
@@ -57,6 +61,8 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 def _cmd_worker(args: argparse.Namespace) -> int:
     from asynqpy.config import ServerConfig
+    from asynqpy.connection import cluster_url, parse
+    from asynqpy.embedded import default_redis_url
     from asynqpy.supervisor import WorkerSpec, run_workers
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
@@ -66,8 +72,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
     config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
-                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
-    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config, metrics_port=args.metrics_port,
+                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout,
+                          durable_acks=args.durable_acks)
+    url = args.redis_url or default_redis_url()
+    url = cluster_url(url) if args.cluster else url
+    parse(url)  # a bad URL: one line here, not a traceback in every child
+    spec = WorkerSpec(mux=args.mux, redis_url=url, config=config, metrics_port=args.metrics_port,
                       metrics_host=args.metrics_host, max_task_types=args.max_task_types)
     load_mux(args.mux)  # fail here, once, rather than in every child
     return run_workers(spec, args.processes)

@@ -12,8 +12,9 @@ from typing import Any, Self
 import redis
 import redis.asyncio as aredis
 
+from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
+from asynqpy.errors import InvalidArgumentError, NotDurableError, RedisUnavailableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, options_from
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
@@ -83,6 +84,7 @@ class _Batch:
         self.chunk = chunk
         self.queue = options.queue
         base = options.resolve(now, task_id="-")
+        self.durable = base.durable
         self.prepared: list[tuple[TaskMessage, EnqueueOptions]] = []
         for t in tasks:
             opts = dataclasses.replace(base, task_id=str(uuid.uuid4()))
@@ -101,6 +103,14 @@ class _Batch:
             self.out.append(res if isinstance(res, Exception) else _info(msg, opts, self.now))
 
 
+def _unconfirmed(results: list[Exception | None], confirmed: bool) -> list[Exception | None]:
+    """A durable chunk's results: when the replicas did not confirm it, every stored task says so."""
+    if confirmed:
+        return results
+    err = NotDurableError("enqueued on the primary, but the replicas did not confirm the batch in time")
+    return [r if isinstance(r, Exception) else err for r in results]
+
+
 class Client:
     """Enqueues tasks. redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server.
 
@@ -109,7 +119,7 @@ class Client:
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
         url = redis_url or default_redis_url()
-        self.redis = connection or redis.Redis.from_url(url)
+        self.redis = connection or connect(url)
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
@@ -118,15 +128,22 @@ class Client:
         """Store task for processing and return its TaskInfo.
 
         options: a TaskOptions; fields: any of its fields as keywords (queue=, max_retry=, timeout=, deadline=,
-        process_in=, process_at=, unique=, task_id=, retention=, group=), which win over options.
+        process_in=, process_at=, unique=, task_id=, retention=, group=, durable=), which win over options.
+
+        durable=True (or a Durability) returns only once a replica also holds the task (Redis WAIT), so
+        a failover cannot lose it.
 
         Raises DuplicateTaskError, TaskIDConflictError, InvalidArgumentError (a ValueError) naming a bad or
-        unknown argument, and RedisUnavailableError when Redis cannot be reached.
+        unknown argument, RedisUnavailableError when Redis cannot be reached, and NotDurableError when the
+        replicas of a durable enqueue did not confirm it in time.
         """
         now = time.time()
         msg, opts, call = _prepare(task, options_from(options, fields), now)
         try:  # not a with-block: this is the enqueue hot path
-            self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+            if opts.durable is not None:
+                self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
+            else:
+                self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
         return _info(msg, opts, now)
@@ -135,8 +152,10 @@ class Client:
                      **fields: Any) -> list[TaskInfo | Exception]:
         """Enqueue many tasks with the same options (those of enqueue but task_id), pipelined in chunks.
 
-        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=). Raises
-        InvalidArgumentError for a bad argument (before anything is enqueued) and RedisUnavailableError.
+        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=, or
+        NotDurableError for each task of a durable chunk the replicas did not confirm; one WAIT per chunk, per
+        node on a cluster). Raises InvalidArgumentError for a bad argument (before anything is enqueued) and
+        RedisUnavailableError.
         """
         now = time.time()
         batch = _Batch(tasks, options_from(options, fields), now, chunk)
@@ -144,7 +163,10 @@ class Client:
             if batch.prepared:
                 self.redis.sadd(keys.QUEUES, batch.queue)
             for calls in batch.chunks():
-                batch.record(self._runner.run_many(calls))
+                if batch.durable is not None:
+                    batch.record(_unconfirmed(*self._runner.run_many_durable(calls, batch.durable)))
+                else:
+                    batch.record(self._runner.run_many(calls))
         return batch.out
 
     def close(self) -> None:
@@ -162,7 +184,7 @@ class AsyncClient:
 
     def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
         url = redis_url or default_redis_url()
-        self.redis = connection or aredis.Redis.from_url(url)
+        self.redis = connection or aconnect(url)
         self.url = mask_url(url) if connection is None else url_of(connection)
         self._runner = AsyncRunner(self.redis)
         self._registry = _Registry()
@@ -172,7 +194,11 @@ class AsyncClient:
         now = time.time()
         msg, opts, call = _prepare(task, options_from(options, fields), now)
         try:
-            await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+            if opts.durable is not None:
+                await self._runner.run_durable(call, opts.durable,
+                                               register_queue=self._registry.due(opts.queue, now))
+            else:
+                await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
         return _info(msg, opts, now)
@@ -186,7 +212,10 @@ class AsyncClient:
             if batch.prepared:
                 await self.redis.sadd(keys.QUEUES, batch.queue)
             for calls in batch.chunks():
-                batch.record(await self._runner.run_many(calls))
+                if batch.durable is not None:
+                    batch.record(_unconfirmed(*await self._runner.run_many_durable(calls, batch.durable)))
+                else:
+                    batch.record(await self._runner.run_many(calls))
         return batch.out
 
     async def close(self) -> None:

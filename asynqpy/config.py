@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.options import check_int, check_queue
+from asynqpy.options import check_durable, check_int, check_queue
 from asynqpy.outcome import OutcomeHook
+from asynqpy.rdb.durability import Durability
 from asynqpy.task import ReceivedTask, Task
 
 
@@ -48,7 +49,9 @@ class ServerConfig:
     lease_grace (30 s). forward_max_wait: 1 s (the forwarder otherwise sleeps until the next due time).
     idle_poll_interval: 0.1 s between fetches when idle (producers of ours also wake workers at once).
     janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
-    group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited).
+    group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
+    True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
+    a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
     outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
     each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
 
@@ -77,6 +80,7 @@ class ServerConfig:
     group_max_delay: float = 0.0
     group_max_size: int = 0
     outcome_hooks: tuple[OutcomeHook, ...] = ()
+    durable_acks: bool | Durability | None = None
 
     def __post_init__(self) -> None:
         check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
@@ -117,6 +121,7 @@ class ServerConfig:
             raise InvalidArgumentError("outcome_hooks must be a tuple of callables taking a TaskOutcome",
                                        argument="outcome_hooks")
         object.__setattr__(self, "outcome_hooks", hooks)
+        object.__setattr__(self, "durable_acks", check_durable(self.durable_acks, "durable_acks"))
         if self.group_aggregator is not None and self.group_grace_period < 1:
             raise InvalidArgumentError("group_grace_period must be at least 1 second", argument="group_grace_period")
 

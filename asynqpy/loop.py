@@ -6,12 +6,14 @@ import asyncio
 import logging
 import time
 
+from redis.exceptions import ClusterDownError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger("asynqpy")
 
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+# A cluster resharding or electing a new primary answers CLUSTERDOWN or TRYAGAIN for a moment: the same as down.
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, ClusterDownError, TryAgainError)
 
 
 class Loop:

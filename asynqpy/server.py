@@ -12,6 +12,7 @@ from typing import Any
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
+from asynqpy.connection import parse as parse_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
 from asynqpy.forwarder import Forwarder
@@ -55,6 +56,7 @@ class Server:
                                        argument="config")
         self.config = (config or _DEFAULT_CONFIG).replace(settings)
         self.redis_url = redis_url or default_redis_url()
+        parse_url(self.redis_url)  # a bad URL is an InvalidArgumentError now, not at run()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

@@ -10,6 +10,7 @@ from typing import Any, Self, TypeVar
 
 import redis
 
+from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
@@ -74,7 +75,7 @@ class Inspector:
         if not callable(clock):
             raise InvalidArgumentError("clock must be a callable returning Unix seconds", argument="clock")
         url = redis_url or default_redis_url()
-        self.redis = connection or redis.Redis.from_url(url)
+        self.redis = connection or connect(url)
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._ctx = Ctx(self.redis, clock)
         self.chunk = chunk

@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from asynqpy.clicommon import add_common, mask, run_guarded
+from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import UsageError
+from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from inspector import views
 from inspector.api import Inspector
@@ -42,6 +43,8 @@ _count = _whole(1)
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     add_common(p, top=False)
+    p.add_argument("--cluster", action="store_true", default=argparse.SUPPRESS,
+                   help="the URL names Redis Cluster seed nodes (same as redis+cluster://)")
     return p
 
 
@@ -146,7 +149,11 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     """
     url = getattr(args, "redis_url", None) or default_redis_url()
     try:
+        if getattr(args, "cluster", False):
+            url = cluster_url(url)
         insp = Inspector(url)
+    except InvalidArgumentError as exc:  # a URL connection.parse refuses: its message names the URL
+        raise UsageError(str(exc)) from exc
     except ValueError as exc:  # redis-py cannot parse the URL
         raise UsageError(f"bad Redis URL {mask(url)}: {exc}") from exc
     with insp:

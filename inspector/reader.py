@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from asynqpy.errors import InvalidArgumentError, MalformedTaskError, TaskNotFoundError
 from asynqpy.options import check_int
@@ -106,7 +106,7 @@ def history(ctx: Ctx, q: str, days: int) -> list[DailyStats]:
     now = ctx.now()
     times = [now - i * 86400 for i in range(days)]
     ks = [k for t in times for k in (keys.processed_daily(q, t), keys.failed_daily(q, t))]
-    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), p.mget(ks)))
+    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), cast(Any, p).execute_command("MGET", *ks)))
     if not known:
         raise queue_missing(q)
     return [DailyStats(q, datetime.fromtimestamp(t, tz=UTC).date(), _int(vals[2 * i]), _int(vals[2 * i + 1]))

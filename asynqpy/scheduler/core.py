@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 import redis.asyncio as aredis
 from redis.exceptions import RedisError
 
+from asynqpy.connection import aconnect
 from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError
@@ -185,7 +186,7 @@ class Scheduler:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         url = self.redis_url or default_redis_url()
-        conn = self._conn or aredis.Redis.from_url(url)
+        conn = self._conn or aconnect(url)
         runner = AsyncRunner(conn)
         try:
             try:
