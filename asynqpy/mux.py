@@ -5,11 +5,16 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from asynqpy import typed
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.options import TaskOptions
 from asynqpy.task import ReceivedTask
+from asynqpy.typed import TypedTask
 
+P = ParamSpec("P")
+R = TypeVar("R")
 Handler = Callable[[ReceivedTask], Any]
 AsyncHandler = Callable[[ReceivedTask], Awaitable[Any]]
 # A middleware gets the task and the next step, and must await call_next(task) to go on.
@@ -35,11 +40,30 @@ class ServeMux:
         a handler that is not callable."""
         if not isinstance(pattern, str) or not pattern.strip():
             raise InvalidArgumentError("handler pattern must be a non-blank string", argument="pattern")
+        if isinstance(fn, typed.TypedTask):  # made by typed.task() elsewhere: run its payload-decoding handler
+            fn = fn.handler
         if not callable(fn):
             raise InvalidArgumentError(f"handler for {pattern!r} is not callable", argument="handler")
         if pattern in self._routes:
             raise InvalidArgumentError(f"a handler for {pattern!r} is registered already", argument="pattern")
         self._routes[pattern] = fn
+
+    def task(self, task_type: str, /, options: TaskOptions | None = None,
+             **fields: Any) -> Callable[[Callable[P, R]], TypedTask[P, R]]:
+        """Decorator: handle task_type with a plain or async function whose arguments travel as a JSON object
+        by name (see asynqpy.typed); options and fields (TaskOptions' names) are the defaults of its enqueues.
+
+        `@mux.task("email:welcome", queue="critical")` over `def send_welcome(to: str)` gives a TypedTask:
+        `send_welcome.enqueue(client, to=...)`, `send_welcome.options(process_in=60).enqueue(...)`, and
+        `send_welcome(...)` still calls the function.
+        """
+        make = typed.task(task_type, options, **fields)
+
+        def register(fn: Callable[P, R]) -> TypedTask[P, R]:
+            t = make(fn)
+            self.handle(task_type, t.handler)
+            return t
+        return register
 
     def handler(self, pattern: str) -> Callable[[Handler], Handler]:
         """Decorator form of handle()."""
