@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
 from asynqpy import typed
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import HandlerNotFound, InvalidArgumentError
 from asynqpy.options import TaskOptions
 from asynqpy.task import ReceivedTask
 from asynqpy.typed import TypedTask
@@ -19,13 +19,6 @@ Handler = Callable[[ReceivedTask], Any]
 AsyncHandler = Callable[[ReceivedTask], Awaitable[Any]]
 # A middleware gets the task and the next step, and must await call_next(task) to go on.
 Middleware = Callable[[ReceivedTask, AsyncHandler], Awaitable[Any]]
-
-
-class HandlerNotFound(Exception):
-    """No pattern matches the task type; stored as asynq's text so Go tools read it alike."""
-
-    def __init__(self, task_type: str) -> None:
-        super().__init__(f'handler not found for task "{task_type}"')
 
 
 class ServeMux:

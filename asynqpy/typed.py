@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from asynqpy.convert import Mismatch, encode, fit
-from asynqpy.errors import InvalidArgumentError, SkipRetry
+from asynqpy.errors import HandlerNotFound, InvalidArgumentError, SkipRetry
 from asynqpy.options import TaskOptions, options_from
 from asynqpy.task import ReceivedTask, Task, TaskInfo
 
@@ -202,7 +202,12 @@ class TypedTask(Generic[P, R]):
                                   field=exc.path) from None
         return out
 
-    def _call_args(self, kwargs: dict[str, Any], task: ReceivedTask) -> tuple[list[Any], dict[str, Any]]:
+    def _call_args(self, task: ReceivedTask) -> tuple[list[Any], dict[str, Any]]:
+        if task.type != self.type:
+            # reached through a ServeMux prefix ("report:deliver" for "report:deliver:v3"): another task's
+            # payload, so not ours to run; retried like any task without a handler
+            raise HandlerNotFound(task.type)
+        kwargs = self.decode(task.payload)
         if self._task_param is not None:
             kwargs[self._task_param] = task
         args = [kwargs.pop(p.name) for p in self._params if p.kind is inspect.Parameter.POSITIONAL_ONLY
@@ -211,15 +216,18 @@ class TypedTask(Generic[P, R]):
 
     @property
     def handler(self) -> Callable[[ReceivedTask], Any]:
-        """The ServeMux handler: async for an async function, plain (run in a worker thread) otherwise."""
+        """The ServeMux handler: async for an async function, plain (run in a worker thread) otherwise.
+
+        It runs tasks of exactly this type: one that reaches it as a prefix match raises HandlerNotFound.
+        """
         if self.is_async:
             async def run_async(task: ReceivedTask) -> Any:
-                args, kwargs = self._call_args(self.decode(task.payload), task)
+                args, kwargs = self._call_args(task)
                 return await self.fn(*args, **kwargs)  # type: ignore[misc]
             return run_async
 
         def run(task: ReceivedTask) -> Any:
-            args, kwargs = self._call_args(self.decode(task.payload), task)
+            args, kwargs = self._call_args(task)
             return self.fn(*args, **kwargs)
         return run
 
