@@ -28,7 +28,7 @@ class ServeMux:
         self._routes: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
 
-    def handle(self, pattern: str, fn: Handler) -> None:
+    def handle(self, pattern: str, fn: Handler | TypedTask[Any, Any]) -> None:
         """Register fn for pattern. Raises InvalidArgumentError (a ValueError) for a blank or repeated pattern or
         a handler that is not callable."""
         if not isinstance(pattern, str) or not pattern.strip():
