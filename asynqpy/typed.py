@@ -14,14 +14,18 @@ dashboard) show its payloads as the call they are: `send_welcome(to='ada@example
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
+import logging
+import os
+import sys
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from asynqpy.convert import Mismatch, encode, fit
-from asynqpy.errors import HandlerNotFound, InvalidArgumentError, SkipRetry
+from asynqpy.errors import HandlerNotFound, InvalidArgumentError, SkipRetry, UsageError
 from asynqpy.options import TaskOptions, options_from
 from asynqpy.task import ReceivedTask, Task, TaskInfo
 
@@ -32,6 +36,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _REGISTRY: dict[str, TypedTask[Any, Any]] = {}
+TASKS_ENV = "ASYNQPY_TASKS"  # modules to import for their typed tasks, in processes that only read payloads
+log = logging.getLogger("asynqpy.typed")
 
 
 class PayloadMismatch(SkipRetry):
@@ -306,9 +312,41 @@ def registered(task_type: str) -> TypedTask[Any, Any] | None:
     return _REGISTRY.get(task_type)
 
 
+def import_tasks(modules: str) -> list[str]:
+    """Import the comma-separated modules (e.g. "app.tasks,billing.jobs") so their typed tasks register here,
+    the current directory first on sys.path as for `asynqpy worker`. Returns the names imported.
+    Raises UsageError naming a module that cannot be imported."""
+    names = [m.strip() for m in modules.split(",") if m.strip()]
+    if names and "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise UsageError(f"cannot import the tasks module {name!r}: {exc}") from exc
+    return names
+
+
+_env_loaded = False
+
+
+def _load_env() -> None:
+    """Once per process: import the modules named by ASYNQPY_TASKS, so readers that never import the app's
+    code (the CLI, the dashboard) know its typed tasks. A module that fails to import is logged, not raised."""
+    global _env_loaded
+    if _env_loaded:
+        return
+    _env_loaded = True
+    try:
+        import_tasks(os.environ.get(TASKS_ENV, ""))
+    except UsageError as exc:
+        log.warning("%s: %s; its payloads are shown as JSON", TASKS_ENV, exc)
+
+
 def describe(task_type: str, payload: bytes, *, pretty: bool = False) -> str | None:
-    """The call form of a payload when task_type is registered in this process and the payload is a JSON
-    object, else None (the Inspector then shows JSON)."""
+    """The call form of a payload when task_type is registered in this process (or in a module named by
+    ASYNQPY_TASKS) and the payload is a JSON object, else None (the Inspector then shows JSON)."""
+    _load_env()
     t = _REGISTRY.get(task_type)
     return t.describe(payload, pretty=pretty) if t is not None and payload else None
 
@@ -319,4 +357,4 @@ def registry() -> Mapping[str, TypedTask[Any, Any]]:
     return MappingProxyType(_REGISTRY)
 
 
-__all__ = ["PayloadMismatch", "TypedTask", "describe", "dumps", "registered", "registry", "task"]
+__all__ = ["PayloadMismatch", "TypedTask", "describe", "dumps", "import_tasks", "registered", "registry", "task"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from asynqpy import typed
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError
 from asynqpy.task import TaskState
@@ -26,6 +27,8 @@ def _common() -> argparse.ArgumentParser:
     p.add_argument("--redis-url", default=argparse.SUPPRESS,
                    help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
+    p.add_argument("--tasks", default=argparse.SUPPRESS, metavar="MODULES",
+                   help="modules (a,b) whose typed tasks' payloads are shown as calls (default: ASYNQPY_TASKS)")
     return p
 
 
@@ -121,6 +124,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     """Run one command: connect, call the handler, print its result; errors become one line and exit 1."""
     url = getattr(args, "redis_url", None) or default_redis_url()
     try:
+        typed.import_tasks(getattr(args, "tasks", ""))
         with Inspector(url) as insp:
             out = handler(insp, args)
             print(dumps(out.data) if getattr(args, "json", False) else out.text)
