@@ -70,6 +70,8 @@ func main() {
 		lookups := registerInspectFlags(fs)
 		fs.Parse(args)
 		runInspect(common.connOpt(), *lookups)
+	case "typed":
+		typedCommand(fs, &common, args)
 	default:
 		fail("unknown subcommand %q", cmd)
 	}
