@@ -9,7 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from asynqpy import typed
 from asynqpy.errors import HandlerNotFound, InvalidArgumentError
-from asynqpy.options import TaskOptions
+from asynqpy.options import TaskOptions, options_from
 from asynqpy.task import ReceivedTask
 from asynqpy.typed import TypedTask
 
@@ -50,12 +50,12 @@ class ServeMux:
         `send_welcome.enqueue(client, to=...)`, `send_welcome.options(process_in=60).enqueue(...)`, and
         `send_welcome(...)` still calls the function.
         """
-        make = typed.task(task_type, options, **fields)
+        defaults = options_from(options, fields)
 
         def register(fn: Callable[P, R]) -> TypedTask[P, R]:
-            t = make(fn)
-            self.handle(task_type, t.handler)
-            return t
+            t = TypedTask(fn, task_type, defaults)
+            self.handle(task_type, t)
+            return typed.remember(t)  # once the mux took it
         return register
 
     def handler(self, pattern: str) -> Callable[[Handler], Handler]:

@@ -96,7 +96,9 @@ class TypedTask(Generic[P, R]):
         self.name: str = getattr(fn, "__qualname__", getattr(fn, "__name__", task_type))
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__wrapped__ = fn
-        self.__doc__ = fn.__doc__
+        for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+            if hasattr(fn, attr):
+                setattr(self, attr, getattr(fn, attr))
         self._signature = inspect.signature(fn)
         self._params, self._extra, self._task_param = _parameters(fn, self._signature, task_type)
         self._by_name = {p.name: p for p in self._params}
@@ -301,10 +303,14 @@ def task(task_type: str, /, options: TaskOptions | None = None,
     defaults = options_from(options, fields)
 
     def make(fn: Callable[P, R]) -> TypedTask[P, R]:
-        t = TypedTask(fn, task_type, defaults)
-        _REGISTRY[task_type] = t
-        return t
+        return remember(TypedTask(fn, task_type, defaults))
     return make
+
+
+def remember(t: TypedTask[P, R]) -> TypedTask[P, R]:
+    """Keep t in this process's registry under its type (replacing an earlier one); returns t."""
+    _REGISTRY[t.type] = t
+    return t
 
 
 def registered(task_type: str) -> TypedTask[Any, Any] | None:

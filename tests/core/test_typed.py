@@ -365,6 +365,12 @@ def test_registry_and_call_form() -> None:
     long = describe("email:welcome", json.dumps({"to": "a" * 60, "name": "b" * 30}).encode(), pretty=True)
     assert long == f"send_welcome(\n    to='{'a' * 60}',\n    name='{'b' * 30}',\n)"
 
+    mux0, t0 = make_mux()
+    with pytest.raises(InvalidArgumentError):  # the mux refuses a second handler: the registry keeps the first
+        mux0.task("email:welcome")(lambda to: None)
+    assert registered("email:welcome") is t0["welcome"]
+    assert t0["welcome"].__name__ == "send_welcome" and t0["welcome"].__module__ == __name__
+
     @task("producer:only")
     def produce_only(x: int) -> None: ...
     assert registered("producer:only") is produce_only
