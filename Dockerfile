@@ -1,11 +1,22 @@
-# One image for asynqpy: the worker now; the dashboard, exporter and scheduler are commands of the same image.
+# One image for asynqpy: the worker; the dashboard, exporter and scheduler are commands of the same image.
+# It has no Redis inside (nor the embedded Valkey of `asynqpy dev`): give it yours with REDIS_URL.
 #   docker build -t asynqpy .
-#   docker run --rm -e REDIS_URL=redis://redis:6379/0 asynqpy worker app.tasks:mux --queues default=1
+#   docker run --rm -e REDIS_URL=redis://redis:6379/0 asynqpy          # the demo worker (asynqpy.demo:mux)
+# Your own handlers (say app/tasks.py, defining `mux`) get in either way; the working directory
+# /home/asynqpy is on the import path:
+#   - mounted:  docker run --rm -v "$PWD/app:/home/asynqpy/app:ro" -e REDIS_URL=redis://redis:6379/0 \
+#                 asynqpy worker app.tasks:mux --queues critical=6,default=3,low=1
+#   - baked into an image of yours, from a Dockerfile of your own:
+#       FROM asynqpy
+#       COPY app/ ./app/
+#       CMD ["worker", "app.tasks:mux", "--queues", "critical=6,default=3,low=1"]
+#     (your dependencies: `RUN pip install --no-cache-dir --user -r requirements.txt` before the CMD)
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY asynqpy ./asynqpy
 COPY inspector ./inspector
+COPY exporter ./exporter
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

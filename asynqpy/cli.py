@@ -1,62 +1,57 @@
-"""The `asynqpy` command: worker and dev here; other packages add theirs through asynqpy.plugins."""
+"""The `asynqpy` command: worker, dev and redis here; other packages add theirs through asynqpy.plugins."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
+from asynqpy.clicommon import add_common_everywhere, debugging, run_guarded
 from asynqpy.errors import UsageError
-from asynqpy.mux import ServeMux
-from asynqpy.plugins import command_registrars
+from asynqpy.loader import load_mux, parse_queues
+from asynqpy.plugins import command_registrars, dev_addons
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+EXAMPLES = """\
+examples:
+  asynqpy redis                                  # just the server: the embedded Valkey, address printed
+  asynqpy worker app.tasks:mux --queues critical=6,default=3,low=1
+  asynqpy stats                                  # every queue at a glance
+  asynqpy task ls default --state archived       # one page of a queue's archived tasks
+
+`asynqpy COMMAND --help` describes a command. --redis-url, --json and --debug go before or after COMMAND.
+"""
 
 
-def load_mux(spec: str) -> ServeMux:
-    """Import "package.module:attribute" and return the ServeMux there. Raises UsageError."""
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise UsageError(f"expected module:attribute (e.g. app.tasks:mux), got {spec!r}")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")
+def _version() -> str:
     try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise UsageError(f"cannot import {mod_name!r}: {exc}") from exc
-    obj = getattr(mod, attr, None)
-    if obj is None:
-        raise UsageError(f"module {mod_name!r} has no attribute {attr!r}")
-    if callable(obj) and not isinstance(obj, ServeMux):
-        obj = obj()
-    if not isinstance(obj, ServeMux):
-        raise UsageError(f"{spec} is a {type(obj).__name__}, not a ServeMux")
-    return obj
+        return version("asynqpy")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from asynqpy import __version__
 
-
-def parse_queues(text: str) -> dict[str, int]:
-    """"critical=6,default=3,low" -> {"critical": 6, "default": 3, "low": 1}. Raises UsageError."""
-    out: dict[str, int] = {}
-    for part in text.split(","):
-        name, _, prio = part.strip().partition("=")
-        if not name:
-            raise UsageError(f"empty queue name in --queues {text!r}")
-        try:
-            out[name] = int(prio) if prio else 1
-        except ValueError as exc:
-            raise UsageError(f"priority of queue {name!r} must be a whole number, got {prio!r}") from exc
-    return out
+        return __version__
 
 
 def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("worker", help="run a worker server for a ServeMux")
-    p.add_argument("mux", help="module:attribute of the ServeMux, e.g. app.tasks:mux")
-    p.add_argument("--redis-url", help="default: ASYNQPY_REDIS_URL, REDIS_URL, or the `asynqpy dev` server")
+    help = "run a worker server for a ServeMux"
+    p = sub.add_parser("worker", help=help, description=help + ", until SIGTERM or Ctrl-C (then it finishes or "
+                       "requeues its running tasks within --shutdown-timeout)")
+    p.add_argument("mux", help="module:attribute of the ServeMux, e.g. app.tasks:mux (imported from the current "
+                               "directory or PYTHONPATH)")
     p.add_argument("--concurrency", type=int, default=10, help="tasks at once per process (default 10)")
     p.add_argument("--queues", default="default=1", help="name=priority,... (default: default=1)")
     p.add_argument("--strict", action="store_true", help="strict priority: lower queues only when higher are empty")
     p.add_argument("--processes", type=int, default=1, help="worker processes, each its own server (default 1)")
     p.add_argument("--shutdown-timeout", type=float, default=8.0, help="seconds to finish tasks on stop (default 8)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics, /livez and /readyz on this port (with --processes N: the sum of "
+                        "all processes, through prometheus_client's multiprocess mode)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default 0.0.0.0)")
+    p.add_argument("--max-task-types", type=int, default=100,
+                   help="task_type label values per process before new types count as 'other' (default 100)")
     p.set_defaults(func=_cmd_worker)
 
 
@@ -64,65 +59,99 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from asynqpy.config import ServerConfig
     from asynqpy.supervisor import WorkerSpec, run_workers
 
-    config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
-                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
-    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config)
-    load_mux(args.mux)  # fail here, once, with one line, rather than in every child
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise UsageError("--metrics-port must be between 0 and 65535")
+    if args.max_task_types < 0:
+        raise UsageError("--max-task-types must be at least 0")
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
+    config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
+                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
+    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config, metrics_port=args.metrics_port,
+                      metrics_host=args.metrics_host, max_task_types=args.max_task_types)
+    load_mux(args.mux)  # fail here, once, rather than in every child
     return run_workers(spec, args.processes)
 
 
+def _add_port(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=None,
+                   help="port of the embedded Valkey (default: 6379 when free, else a free one, printed); "
+                        "0 for any free port")
+
+
 def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("dev", help="embedded Valkey + demo worker + demo producer (+ dashboard when installed)")
-    p.add_argument("--redis-url", help="use this server instead of starting the embedded one")
-    p.add_argument("--port", type=int, default=0, help="port of the embedded server (default: a free one)")
-    p.add_argument("--web-port", type=int, default=8080, help="dashboard port (default 8080)")
+    addons = dev_addons()
+    extra = "".join(f" + {a.name}" for a in addons)
+    help = f"embedded Valkey + demo worker + demo producer{extra}, for trying asynqpy out"
+    p = sub.add_parser("dev", help=help, description=(
+        "Start everything for local development in one command: an embedded Valkey (kept in ./.asynqpy, at "
+        "the address it prints; or the server of --redis-url), a worker with the demo handlers of asynqpy.demo "
+        "and a producer that keeps a realistic mix of demo tasks flowing (successes, retries, failures that "
+        "end archived, scheduled tasks)" + "".join(f", and {a.name}" for a in addons) + ". The banner says "
+        "what runs where; a line every 10 s (--activity-every) says what the worker did. Ctrl-C, SIGTERM or "
+        "closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
+        "this one."))
+    _add_port(p)
     p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
-    p.add_argument("--no-demo", action="store_true", help="no demo producer")
+    p.add_argument("--no-demo", action="store_true", help="no demo producer (the demo worker still runs)")
+    p.add_argument("--activity-every", type=float, default=10.0, metavar="SECONDS",
+                   help="how often to log what the worker did (default 10)")
+    p.add_argument("--redis-only", action="store_true",
+                   help="just the server: no worker, no producer, no add-ons (the same as `asynqpy redis`)")
+    for addon in addons:
+        addon.add_arguments(p)
     p.set_defaults(func=_cmd_dev)
+
+
+def _add_redis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    help = "just the server: the embedded Valkey, for your own producers and workers"
+    p = sub.add_parser("redis", help=help, description=(
+        "Run only the embedded Valkey (no worker, no demo tasks) on a fixed address it prints, with its data "
+        "kept in ./.asynqpy. Clients, workers and `asynqpy` commands started from this directory or below "
+        "find it without --redis-url. Ctrl-C, SIGTERM or closing the terminal stops it."))
+    _add_port(p)
+    p.set_defaults(func=_cmd_redis)
 
 
 def _cmd_dev(args: argparse.Namespace) -> int:
     from asynqpy.devserver import run_dev
 
-    return run_dev(redis_url=args.redis_url, port=args.port, web_port=args.web_port, rate=args.rate,
-                   demo=not args.no_demo)
+    return run_dev(args)
+
+
+def _cmd_redis(args: argparse.Namespace) -> int:
+    from asynqpy.devserver import run_dev
+
+    if args.redis_url:
+        raise UsageError("`asynqpy redis` starts a server; --redis-url names one to use instead")
+    args.redis_only = True
+    return run_dev(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asynqpy", description="asynq-compatible task queue for Python")
+    parser = argparse.ArgumentParser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
+                                     "asynq's wire format: workers, a dev server, and tools to inspect queues.",
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"asynqpy {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="command")
     _add_worker(sub)
     _add_dev(sub)
+    _add_redis(sub)
     for _name, register in command_registrars():  # inspector, web, exporter, scheduler, ... (entry points)
         register(sub)
+    add_common_everywhere(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose or debugging(args) else logging.INFO, format=LOG_FORMAT)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except UsageError as exc:
-        print(f"asynqpy: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        from asynqpy.errors import AsynqError, RedisUnavailableError
-
-        if isinstance(exc, (AsynqError, RedisUnavailableError, ConnectionError, OSError, ValueError, TypeError)):
-            print(f"asynqpy: {exc}", file=sys.stderr)
-            return 1
-        raise
+    return run_guarded(args.func, args)
 
 
 if __name__ == "__main__":

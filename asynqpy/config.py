@@ -11,6 +11,7 @@ from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.options import check_int, check_queue
+from asynqpy.outcome import OutcomeHook
 from asynqpy.task import ReceivedTask, Task
 
 
@@ -48,6 +49,8 @@ class ServerConfig:
     idle_poll_interval: 0.1 s between fetches when idle (producers of ours also wake workers at once).
     janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited).
+    outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
+    each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
 
     The one definition of a server's settings: Server(url, config, **settings), the supervisor and
     `asynqpy worker` build one of these. A bad value raises InvalidArgumentError (a ValueError) naming the
@@ -73,6 +76,7 @@ class ServerConfig:
     group_grace_period: float = 60.0
     group_max_delay: float = 0.0
     group_max_size: int = 0
+    outcome_hooks: tuple[OutcomeHook, ...] = ()
 
     def __post_init__(self) -> None:
         check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
@@ -108,6 +112,11 @@ class ServerConfig:
         for name in ("error_handler", "group_aggregator"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise InvalidArgumentError(f"{name} must be callable or None", argument=name)
+        hooks = tuple(self.outcome_hooks) if isinstance(self.outcome_hooks, (tuple, list)) else None
+        if hooks is None or not all(callable(h) for h in hooks):
+            raise InvalidArgumentError("outcome_hooks must be a tuple of callables taking a TaskOutcome",
+                                       argument="outcome_hooks")
+        object.__setattr__(self, "outcome_hooks", hooks)
         if self.group_aggregator is not None and self.group_grace_period < 1:
             raise InvalidArgumentError("group_grace_period must be at least 1 second", argument="group_grace_period")
 

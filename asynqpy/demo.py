@@ -9,6 +9,7 @@ import random
 import threading
 import time
 
+from asynqpy import typed
 from asynqpy.client import Client
 from asynqpy.mux import ServeMux
 from asynqpy.task import ReceivedTask, Task
@@ -16,10 +17,8 @@ from asynqpy.task import ReceivedTask, Task
 log = logging.getLogger("asynqpy.demo")
 
 QUEUES = {"critical": 6, "default": 3, "low": 1}
-mux = ServeMux()
 
 
-@mux.handler("email:send")
 async def send_email(task: ReceivedTask) -> None:
     """Succeeds after a short pause; one in ten hits a 'temporary' SMTP error and is retried."""
     data = json.loads(task.payload)
@@ -29,7 +28,6 @@ async def send_email(task: ReceivedTask) -> None:
     task.write_result(json.dumps({"sent_to": data["to"]}).encode())
 
 
-@mux.handler("report:")
 def build_report(task: ReceivedTask) -> None:
     """A plain function (runs in a thread). Reports for the 'broken' customer always fail and end archived."""
     data = json.loads(task.payload)
@@ -38,16 +36,28 @@ def build_report(task: ReceivedTask) -> None:
         raise ValueError(f"no billing data for customer {data['customer']!r}")
 
 
-@mux.task("sync:crm", queue="low")
+@typed.task("sync:crm", queue="low")
 async def sync_crm(account: int, full: bool = False) -> None:
     """A typed task (shown as `sync_crm(account=7)` in the dashboard). The producer's odd payload without an
     account is archived at once by the typed layer (PayloadMismatch, a SkipRetry), never retried."""
     await asyncio.sleep(random.uniform(0.01, 0.1) * (3 if full else 1))
 
 
-@mux.handler("cleanup:")
 async def cleanup(task: ReceivedTask) -> None:
     await asyncio.sleep(0.02)
+
+
+def build_mux() -> ServeMux:
+    """A new ServeMux with the demo handlers (the module's `mux` is one; `asynqpy dev` builds its own)."""
+    m = ServeMux()
+    m.handle("email:send", send_email)
+    m.handle("report:", build_report)
+    m.handle("sync:crm", sync_crm)
+    m.handle("cleanup:", cleanup)
+    return m
+
+
+mux = build_mux()
 
 
 def _one(client: Client, n: int) -> None:

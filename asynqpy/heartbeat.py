@@ -8,7 +8,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from asynqpy.loop import Loop
+from asynqpy.loop import REDIS_DOWN, Loop
 from asynqpy.rdb import broker, keys
 from asynqpy.runtime import Runtime
 from asynqpy.wire import ServerInfo, WorkerInfo, timestamp
@@ -51,6 +51,13 @@ class Heartbeat(Loop):
         await self.rt.runner.run(broker.write_server_state(
             self.rt.server_key, self.rt.workers_key, ttl=ttl, info=self.server_info(now), workers=self.worker_infos()))
         return None
+
+    async def write_state(self) -> None:
+        """Write the server and workers info now (at start), not at the first beat; a Redis error is logged."""
+        try:
+            await self.run_once()
+        except REDIS_DOWN as exc:
+            log.warning("could not write server state: %s", exc)
 
     def _cancel_lapsed(self) -> None:
         now = time.time()

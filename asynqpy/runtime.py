@@ -31,6 +31,8 @@ class ActiveTask:
     lease_expiry: float
     handle: asyncio.Task[None] | None = None
     stop_reason: str = ""  # why we cancelled it: "canceled", "lease", "shutdown"
+    wait: float | None = None  # seconds from pending_since to start (None: unknown)
+    ended: float = 0.0  # when the handler returned or raised
 
 
 @dataclass

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import threading
+import time
 from typing import Any
 
 from asynqpy.acker import Acker
@@ -60,6 +61,9 @@ class Server:
         self._started = threading.Event()
         self._error: BaseException | None = None
         self.runtime: Runtime | None = None
+        self._loops: list[Loop] = []
+        self._processor: Processor | None = None
+        self._heartbeat: Heartbeat | None = None
 
     def run(self, mux: ServeMux) -> None:
         """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError."""
@@ -86,6 +90,24 @@ class Server:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
 
+    def health(self) -> tuple[bool, bool, str]:
+        """(live, ready, why) for probes; thread-safe. live: every loop of a started server still runs.
+        ready: serving, taking tasks (not paused by SIGTSTP, not shutting down) and the last heartbeat reached
+        Redis within three heartbeat intervals."""
+        rt, hb, proc = self.runtime, self._heartbeat, self._processor
+        if rt is None or hb is None or proc is None:
+            return True, False, "starting"
+        dead = [lp.name for lp in self._loops if not lp.alive]
+        if not proc.alive:
+            dead.append("processor")
+        if dead:
+            return False, False, "loops stopped: " + ", ".join(dead)
+        if rt.status != "active":
+            return True, False, f"server is {rt.status}"
+        if time.monotonic() - hb.last_ok > 3 * self.config.heartbeat_interval + 1:
+            return True, False, "Redis not reached by the last heartbeats"
+        return True, True, "ok"
+
     def _thread_main(self, mux: ServeMux) -> None:
         try:
             _run(self.serve(mux))
@@ -107,14 +129,15 @@ class Server:
             await rt.close()
             raise RedisUnavailableError(self.redis_url, exc) from exc
         loops, processor, heartbeat = self._build(rt, mux)
+        self._loops, self._processor, self._heartbeat = loops, processor, heartbeat
         if signals:
             self._install_signals(processor)
         for lp in loops:
             lp.start()
         processor.start()
         rt.status = "active"
-        heartbeat.wake()
-        log.info("asynqpy: server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
+        await heartbeat.write_state()  # `asynqpy server ls` lists the server from the moment it says "started"
+        log.info("server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
                  self.config.concurrency, dict(self.config.queues))
         self._started.set()
         try:
@@ -153,11 +176,11 @@ class Server:
         assert stop is not None
 
         def on_term(signame: str) -> None:
-            log.info("asynqpy: %s received: shutting down gracefully", signame)
+            log.info("%s received: shutting down gracefully", signame)
             stop.set()
 
         def on_tstp() -> None:
-            log.info("asynqpy: SIGTSTP received: no new tasks will be fetched")
+            log.info("SIGTSTP received: no new tasks will be fetched")
             processor.pause_fetching()
             if self.runtime is not None:
                 self.runtime.status = "stopped"
@@ -168,7 +191,7 @@ class Server:
 
     async def _shutdown(self, rt: Runtime, loops: list[Loop], processor: Processor, heartbeat: Heartbeat) -> None:
         rt.status = "stopped"
-        log.info("asynqpy: stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
+        log.info("stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
                  processor.running)
         await processor.stop()
         for lp in reversed(loops):  # the acker and syncer stop last, each after a final flush
@@ -177,6 +200,6 @@ class Server:
         try:
             await heartbeat.clear()
         except Exception as exc:  # Redis away at shutdown: the keys expire by TTL
-            log.warning("asynqpy: could not clear server state: %s", exc)
+            log.warning("could not clear server state: %s", exc)
         await rt.close()
-        log.info("asynqpy: server %s stopped", rt.server_id)
+        log.info("server %s stopped", rt.server_id)

@@ -73,31 +73,33 @@ def _moved_and_taken(raw: Sequence[Any]) -> tuple[int, int]:
 
 
 def _run_call(q: str, ids: Sequence[str], now: float) -> Call[list[int]]:
-    return Call(script("run_tasks"), [keys.pending(q)], [keys.queue_prefix(q), int(now * 1e9), *ids], _codes)
+    return Call(script("run_tasks"), [keys.pending(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), int(now * 1e9), *ids], _codes)
 
 
 def _archive_call(q: str, ids: Sequence[str], now: float) -> Call[list[int]]:
-    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q)],
+    return Call(script("archive_tasks"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
                 [keys.queue_prefix(q), int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, *ids], _codes)
 
 
 def _delete_call(q: str, ids: Sequence[str], now: float) -> Call[list[int]]:
-    return Call(script("delete_tasks"), [keys.pending(q)], [keys.queue_prefix(q), *ids], _codes)
+    return Call(script("delete_tasks"), [keys.pending(q), keys.exact_due(q)], [keys.queue_prefix(q), *ids], _codes)
 
 
 def _run_chunk(q: str, source: Source, n: int, now: float) -> Call[tuple[int, int]]:
-    return Call(script("run_all"), [source.key, keys.pending(q), keys.groups(q)],
+    return Call(script("run_all"), [source.key, keys.pending(q), keys.groups(q), keys.exact_due(q)],
                 [keys.task_prefix(q), n, int(now * 1e9), source.group], _moved_and_taken)
 
 
 def _archive_chunk(q: str, source: Source, n: int, now: float) -> Call[tuple[int, int]]:
-    return Call(script("archive_all"), [source.key, keys.archived(q), keys.groups(q)],
+    return Call(script("archive_all"), [source.key, keys.archived(q), keys.groups(q), keys.exact_due(q)],
                 [keys.task_prefix(q), n, source.kind, int(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE,
                  source.group], _moved_and_taken)
 
 
 def _delete_chunk(q: str, source: Source, n: int, now: float) -> Call[tuple[int, int]]:
-    return Call(script("delete_all"), [source.key, keys.groups(q)], [keys.task_prefix(q), n, source.kind, source.group],
+    return Call(script("delete_all"), [source.key, keys.groups(q), keys.exact_due(q)],
+                [keys.task_prefix(q), n, source.kind, source.group],
                 _moved_and_taken)
 
 
@@ -224,7 +226,7 @@ def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
     check_queue_name(q)
     ctx.require_queue(q)
     names = ("pending", "active", "scheduled", "retry", "archived", "lease", "completed")
-    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q)],
+    call = Call(script("delete_queue"), [*(keys.state_key(q, s) for s in names), keys.groups(q), keys.exact_due(q)],
                 ["1" if force else "0", keys.task_prefix(q), keys.group_prefix(q), chunk], int)
     for _ in range(MAX_QUEUE_DELETE_ROUNDS):
         code = ctx.run(call)

@@ -15,7 +15,7 @@ from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, reader
+from inspector import actions, cluster, explain, reader, snapshot
 from inspector.context import Ctx
 from inspector.models import (
     BatchResult,
@@ -32,6 +32,7 @@ from inspector.models import (
     TaskPage,
     TaskRecord,
 )
+from inspector.snapshot import QueueSnapshot
 
 InspectorT = TypeVar("InspectorT")
 
@@ -82,6 +83,12 @@ class Inspector:
     def close(self) -> None:
         self.redis.close()
 
+    def ping(self) -> float:
+        """One PING: the round-trip time in seconds. Raises RedisUnavailableError when Redis cannot be reached."""
+        t0 = time.perf_counter()
+        self.redis.ping()
+        return time.perf_counter() - t0
+
     def __enter__(self) -> Self:
         return self
 
@@ -107,6 +114,14 @@ class Inspector:
         Raises QueueNotFoundError for a given queue that is not registered.
         """
         return reader.queue_infos(self._ctx, queues, memory=memory)
+
+    def queue_snapshot(self, max_age: float = 2.0) -> QueueSnapshot:
+        """Every queue's QueueInfo and the live servers, shared through Redis by every process that asks:
+        the stored snapshot when at most max_age seconds old, else a new one taken by one asker at a time.
+
+        Raises RedisUnavailableError when Redis cannot be reached, ValueError for a negative max_age.
+        """
+        return snapshot.queue_snapshot(self._ctx, max_age)
 
     def history(self, queue: str, days: int = 7) -> list[DailyStats]:
         """Processed and failed per UTC day, today first. Raises QueueNotFoundError."""

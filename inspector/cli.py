@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import redis
-
 from asynqpy import typed
+from asynqpy.clicommon import add_common, mask, run_guarded
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError
+from asynqpy.errors import UsageError
 from asynqpy.task import TaskState
 from inspector import views
 from inspector.api import Inspector
@@ -20,15 +18,33 @@ from inspector.textout import dumps
 
 Handler = Callable[[Inspector, argparse.Namespace], views.Out]
 STATES = [s.value for s in TaskState]
+QUEUE = "the queue's name (`asynqpy queue ls` lists them)"
+TASK_ID = "the task's id (`asynqpy task ls QUEUE --state STATE` lists them)"
+
+
+def _whole(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `minimum` (argparse reports a bad one as a usage error)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {n}")
+        return n
+
+    return parse
+
+
+_count = _whole(1)
 
 
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--redis-url", default=argparse.SUPPRESS,
-                   help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
+    add_common(p, top=False)
     p.add_argument("--tasks", default=argparse.SUPPRESS, metavar="MODULES",
-                   help="modules (a,b) whose typed tasks' payloads are shown as calls (default: ASYNQPY_TASKS)")
+                   help="modules (a,b) whose typed tasks' payloads are shown as calls (default: $ASYNQPY_TASKS)")
     return p
 
 
@@ -53,14 +69,17 @@ def register(subparsers: Any) -> None:
     queue = subparsers.add_parser("queue", help="list, inspect, pause and remove queues").add_subparsers(
         dest="queue_command", metavar="subcommand", required=True)
     _cmd(queue, "ls", views.queue_ls, "list queues", c)
-    _cmd(queue, "info", views.queue_info, "counts, latency and warnings of a queue", c).add_argument("queue")
+    _cmd(queue, "info", views.queue_info, "counts, latency and warnings of a queue", c).add_argument(
+        "queue", help=QUEUE)
     p = _cmd(queue, "history", views.queue_history, "processed and failed per UTC day", c)
-    p.add_argument("queue")
-    p.add_argument("--days", type=int, default=7, help="how many days back, today first (default 7)")
-    _cmd(queue, "pause", views.queue_pause, "stop servers from taking the queue's tasks", c).add_argument("queue")
-    _cmd(queue, "unpause", views.queue_unpause, "resume a paused queue", c).add_argument("queue")
+    p.add_argument("queue", help=QUEUE)
+    p.add_argument("--days", type=_count, default=7, help="how many days back, today first (default 7)")
+    _cmd(queue, "pause", views.queue_pause, "stop servers from taking the queue's tasks (already paused: "
+         "says so, exit 0)", c).add_argument("queue", help=QUEUE)
+    _cmd(queue, "unpause", views.queue_unpause, "resume a paused queue (not paused: says so, exit 0)",
+         c).add_argument("queue", help=QUEUE)
     p = _cmd(queue, "rm", views.queue_rm, "remove a queue (an empty one, or any with --force)", c)
-    p.add_argument("queue")
+    p.add_argument("queue", help=QUEUE)
     p.add_argument("--force", action="store_true", help="also delete its tasks (not possible while any is active)")
     _confirm(p)
 
@@ -74,95 +93,81 @@ def register(subparsers: Any) -> None:
         dest="cron_command", metavar="subcommand", required=True)
     _cmd(cron, "ls", views.cron_ls, "cron entries of live schedulers", c)
     p = _cmd(cron, "history", views.cron_history, "enqueue events of an entry, newest first", c)
-    p.add_argument("entry_id")
+    p.add_argument("entry_id", help="the scheduler entry's id (`asynqpy cron ls` lists them)")
     _paging(p)
 
 
 def _paging(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--page", type=int, default=1, help="page number, from 1 (default 1)")
-    p.add_argument("--size", type=int, default=30, help="rows per page (default 30)")
+    p.add_argument("--page", type=_count, default=1, help="page number, from 1 (default 1)")
+    p.add_argument("--size", type=_count, default=30, help="rows per page (default 30)")
 
 
 def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
     task = subparsers.add_parser("task", help="list, find, inspect and act on tasks").add_subparsers(
         dest="task_command", metavar="subcommand", required=True)
     p = _cmd(task, "ls", views.task_ls, "one page of a state's tasks, next to run first", c)
-    p.add_argument("queue")
+    p.add_argument("queue", help=QUEUE)
     p.add_argument("--state", choices=STATES, default="pending", help="default: pending")
     p.add_argument("--group", help="the group, for --state aggregating")
     _paging(p)
     p = _cmd(task, "info", views.task_info, "everything about a task", c)
-    p.add_argument("queue")
-    p.add_argument("task_id")
+    p.add_argument("queue", help=QUEUE)
+    p.add_argument("task_id", help=TASK_ID)
     p = _cmd(task, "explain", views.task_explain, "why a task has not run (yet)", c)
-    p.add_argument("queue")
-    p.add_argument("task_id")
+    p.add_argument("queue", help=QUEUE)
+    p.add_argument("task_id", help=TASK_ID)
     p = _cmd(task, "search", views.task_search, "find tasks by type, id, payload or error (bounded scan)", c)
-    p.add_argument("queue")
+    p.add_argument("queue", help=QUEUE)
     p.add_argument("--state", choices=STATES, default="pending", help="default: pending")
     p.add_argument("--group", help="the group, for --state aggregating")
     p.add_argument("--type", help="task type prefix")
     p.add_argument("--id", dest="id_prefix", help="task id prefix")
     p.add_argument("--text", help="substring of the payload (ASCII case-insensitive)")
     p.add_argument("--error", help="substring of the last error (ASCII case-insensitive)")
-    p.add_argument("--limit", type=int, default=50, help="stop after this many matches (default 50)")
-    p.add_argument("--cursor", type=int, default=0, help="resume where a previous search stopped")
-    p.add_argument("--max-scan", type=int, default=10_000, help="tasks to scan at most (default 10000)")
+    p.add_argument("--limit", type=_count, default=50, help="stop after this many matches (default 50)")
+    p.add_argument("--cursor", type=_whole(0), default=0, help="resume where a previous search stopped")
+    p.add_argument("--max-scan", type=_count, default=10_000, help="tasks to scan at most (default 10000)")
     for action, what in (("run", "move tasks to pending, to run now"), ("archive", "archive tasks"),
                          ("delete", "delete tasks")):
         p = _cmd(task, action, views.task_action(action), f"{what}: the given ids, or --all --state S", c)
-        p.add_argument("queue")
-        p.add_argument("task_ids", nargs="*", metavar="task_id")
+        p.add_argument("queue", help=QUEUE)
+        p.add_argument("task_ids", nargs="*", metavar="task_id", help="ids of tasks of the queue (or --all --state S)")
         p.add_argument("--all", action="store_true", help="every task in --state (asks first unless --yes)")
         p.add_argument("--state", choices=STATES, help="the state, with --all")
         p.add_argument("--group", help="one group only, with --all --state aggregating")
         _confirm(p)
-    _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument("task_id")
+    _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument(
+        "task_id", help="the id of a running task")
 
 
 def run(handler: Handler, args: argparse.Namespace) -> int:
-    """Run one command: connect, call the handler, print its result; errors become one line and exit 1."""
+    """Run one command: connect, call the handler, print its result (0 ok, 1 when something failed).
+
+    Errors are raised to the caller (asynqpy.clicommon.run_guarded turns them into one line and an exit code).
+    """
     url = getattr(args, "redis_url", None) or default_redis_url()
+    typed.import_tasks(getattr(args, "tasks", ""))
     try:
-        typed.import_tasks(getattr(args, "tasks", ""))
-        with Inspector(url) as insp:
-            out = handler(insp, args)
-            print(dumps(out.data) if getattr(args, "json", False) else out.text)
-            return 0 if out.ok else 1
-    except BrokenPipeError:  # e.g. `asynqpy stats | head`: the reader left, which is not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except views.Aborted:
-        print("asynqpy: aborted", file=sys.stderr)
-    except redis.ConnectionError as exc:
-        print(f"asynqpy: cannot connect to Redis at {_safe(url)}: {exc}", file=sys.stderr)
-    except redis.RedisError as exc:
-        print(f"asynqpy: Redis error: {exc}", file=sys.stderr)
-    except (AsynqError, ValueError, TypeError) as exc:
-        print(f"asynqpy: {exc}", file=sys.stderr)
-    return 1
-
-
-def _safe(url: str) -> str:
-    """The URL without its password."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        creds, _, host = rest.rpartition("@")
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user + ':***' if ':' in creds else user}@{host}"
-    return url
+        insp = Inspector(url)
+    except ValueError as exc:  # redis-py cannot parse the URL
+        raise UsageError(f"bad Redis URL {mask(url)}: {exc}") from exc
+    with insp:
+        out = handler(insp, args)
+        print(dumps(out.data) if getattr(args, "json", False) else out.text)
+        return 0 if out.ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="asynqpy", description="inspect and manage asynq queues")
     register(parser.add_subparsers(dest="command", metavar="command", required=True))
+    add_common(parser, top=True)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one Inspector command alone (the full `asynqpy` command also has worker and dev)."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    return run_guarded(args.func, args)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from inspector.models import DailyStats, QueueInfo, SearchResult, TaskPage, Task
 from inspector.scripts import script
 
 MEMORY_SAMPLES = 20
+RETRY_SAMPLES = 20  # retry tasks (due soonest) whose last failure time gives the oldest retry age
 MAX_HISTORY_DAYS = 365
 
 
@@ -35,8 +36,9 @@ def queue_info_call(q: str, now: float, *, memory: bool) -> Call[QueueInfo]:
     states = ("pending", "active", "scheduled", "retry", "archived", "completed")
     k = [keys.state_key(q, s) for s in states]
     k += [keys.paused(q), keys.groups(q), keys.processed_daily(q, now), keys.failed_daily(q, now),
-          keys.processed_total(q), keys.failed_total(q)]
-    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0],
+          keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
+    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0,
+                                        RETRY_SAMPLES],
                 lambda raw: parse_queue_info(q, raw, now))
 
 
@@ -49,6 +51,8 @@ def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
     processed, failed, processed_total, failed_total = (_int(x) for x in raw[9:13])
     since = records.ns_time(raw[13] or None)
     memory = int(raw[16])
+    archived_at = from_unix(records.score(raw[17]))
+    retry_failed_at = from_unix(int(raw[18]) or None)
     return QueueInfo(
         queue=q, size=pending + active + scheduled + retry + archived + completed + aggregating,
         pending=pending, active=active, scheduled=scheduled, retry=retry, archived=archived, completed=completed,
@@ -57,7 +61,13 @@ def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
         latency=max(0.0, now - since.timestamp()) if since else 0.0, oldest_pending_since=since,
         next_scheduled_at=from_unix(records.score(raw[14])), next_retry_at=from_unix(records.score(raw[15])),
         memory_usage=memory if memory >= 0 else None, timestamp=from_unix(now) or datetime.now(UTC),
+        oldest_retry_failed_at=retry_failed_at, oldest_archived_at=archived_at,
+        oldest_retry_age=_age(now, retry_failed_at), oldest_archived_age=_age(now, archived_at),
     )
+
+
+def _age(now: float, t: datetime | None) -> float:
+    return max(0.0, now - t.timestamp()) if t else 0.0
 
 
 def queues(ctx: Ctx) -> list[str]:
@@ -119,8 +129,9 @@ def list_tasks(ctx: Ctx, q: str, state: TaskState | str, *, page: int, size: int
             rows.reverse()
         return TaskPage(q, st, group, page, size, int(raw[0]), tuple(rows))
 
-    call = Call(script("list_tasks"), [key, keys.lease(q)],
-                [kind, lo, hi, keys.task_prefix(q), "1" if st is TaskState.ACTIVE else "0"], parse)
+    score = {TaskState.ACTIVE: "1", TaskState.SCHEDULED: "2", TaskState.RETRY: "2"}.get(st, "0")
+    call = Call(script("list_tasks"), [key, keys.lease(q), keys.exact_due(q)],
+                [kind, lo, hi, keys.task_prefix(q), score], parse)
     known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
     if not known:
         raise queue_missing(q)
@@ -161,7 +172,8 @@ def fetch_task(ctx: Ctx, q: str, task_id: str) -> tuple[bool, TaskRecord | None]
                                      queue=q, task_id=task_id) from None
         return records.record(q, task_id, state, [msg, st, result, since, note], sc, now=now, full=True)
 
-    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q)], [keys.queue_prefix(q), task_id], parse)
+    call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q), keys.exact_due(q)],
+                [keys.queue_prefix(q), task_id], parse)
     known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
     return bool(known), call.parse(raw)
 

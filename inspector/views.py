@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
 from asynqpy.task import TaskInfo, TaskState
 from inspector.api import Inspector
 from inspector.display import span
@@ -27,8 +28,11 @@ class Out:
     ok: bool = True
 
 
-class Aborted(Exception):
+class Aborted(AsynqError):
     """The user declined a confirmation prompt."""
+
+    def __init__(self) -> None:
+        super().__init__("aborted")
 
 
 def confirm(question: str, args: argparse.Namespace) -> None:
@@ -99,14 +103,32 @@ def queue_history(insp: Inspector, args: argparse.Namespace) -> Out:
                                                                     for d in days]))
 
 
+def _known_queue(insp: Inspector, queue: str) -> None:
+    """Raise QueueNotFoundError unless the queue is registered or a live server consumes it (pausing a name
+    nothing knows is almost always a typo, though asynq itself would accept it)."""
+    if queue not in insp.queues() and not any(queue in s.queues for s in insp.servers()):
+        raise QueueNotFoundError(f"queue {queue!r} not found: it is not registered and no live server consumes it "
+                                 "(`asynqpy queue ls` lists the queues)", queue=queue)
+
+
 def queue_pause(insp: Inspector, args: argparse.Namespace) -> Out:
-    insp.pause(args.queue)
-    return Out({"queue": args.queue, "paused": True}, f"queue {args.queue!r} paused")
+    return _set_paused(insp, args.queue, True)
 
 
 def queue_unpause(insp: Inspector, args: argparse.Namespace) -> Out:
-    insp.unpause(args.queue)
-    return Out({"queue": args.queue, "paused": False}, f"queue {args.queue!r} resumed")
+    return _set_paused(insp, args.queue, False)
+
+
+def _set_paused(insp: Inspector, queue: str, paused: bool) -> Out:
+    """Pause or resume a known queue; one already in that state is reported as such, not as an error (scripts
+    want this idempotent)."""
+    _known_queue(insp, queue)
+    try:
+        (insp.pause if paused else insp.unpause)(queue)
+        changed, text = True, f"queue {queue!r} {'paused' if paused else 'resumed'}"
+    except (QueueAlreadyPausedError, QueueNotPausedError):
+        changed, text = False, f"queue {queue!r} is {'already paused' if paused else 'not paused'}"
+    return Out({"queue": queue, "paused": paused, "changed": changed}, text)
 
 
 def queue_rm(insp: Inspector, args: argparse.Namespace) -> Out:
@@ -154,7 +176,8 @@ def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     now = insp.now()
     pages = max(1, -(-page.total // page.size))
     text = _task_table(page.tasks, page.state, now) if page.tasks else f"no {page.state.value} tasks on this page"
-    return Out(page, f"{text}\n\npage {page.page} of {pages} ({page.total} {page.state.value} tasks)")
+    noun = "task" if page.total == 1 else "tasks"
+    return Out(page, f"{text}\n\npage {page.page} of {pages} ({page.total} {page.state.value} {noun})")
 
 
 def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
@@ -181,7 +204,7 @@ def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def task_explain(insp: Inspector, args: argparse.Namespace) -> Out:
     e = insp.explain(args.queue, args.task_id)
-    return Out(e, _findings(e.findings))
+    return Out(e, _findings(e.findings), ok=e.state is not None)  # no such task: exit 1
 
 
 def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
@@ -200,9 +223,9 @@ def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
         if args.all:
             return _on_all(insp, args, action)
         if args.state or args.group:
-            raise ValueError("--state and --group go with --all")
+            raise UsageError("--state and --group go with --all")
         if not args.task_ids:
-            raise ValueError(f"give task ids to {action}, or --all --state STATE")
+            raise UsageError(f"give task ids to {action}, or --all --state STATE")
         if len(args.task_ids) == 1:
             (tid,) = args.task_ids
             getattr(insp, f"{action}_task")(args.queue, tid)
@@ -217,9 +240,9 @@ def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
 
 def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
     if args.task_ids:
-        raise ValueError("give task ids or --all, not both")
+        raise UsageError("give task ids or --all, not both")
     if not args.state:
-        raise ValueError("--all needs --state")
+        raise UsageError("--all needs --state")
     state = TaskState(args.state)
     if state is TaskState.AGGREGATING and args.group:
         n = next((g.size for g in insp.groups(args.queue) if g.group == args.group), 0)

@@ -21,20 +21,37 @@ ARCHIVE_MAX_AGE = 90 * 24 * 3600
 ARCHIVE_MAX_SIZE = 10000
 # The lease a task handed to an idle worker starts with (asynq's lease); the worker's heartbeat then keeps it.
 HANDOFF_LEASE = 30.0
+# An exact due time of ours this long past is dropped by the next schedule or retry (see lua/_due.lua).
+STALE_EXACT = 60.0
 
 
 def due(t: float) -> str:
-    """A sorted-set score for a due or expiry time: Unix seconds rounded UP to the millisecond.
+    """A score in asynq's sorted sets for a due or expiry time: whole Unix seconds, rounded UP.
 
-    Rounding up keeps a task from ever starting early. Millisecond scores also print in plain decimal
-    notation on every server: with 17 significant digits Valkey 8 prints some scores in exponent form
-    (1.7959996474042661e+9), which Go asynq's Inspector cannot parse.
+    Every asynq release writes whole seconds and releases before v0.26 (and asynqmon) cannot read anything
+    else; rounding up means that no Go forwarder starts a task before its time. Our own forwarder reads the
+    exact time from exact() (see lua/_due.lua).
+    """
+    return str(math.ceil(t))
+
+
+def at(t: float) -> str:
+    """A score in asynq's sorted sets for when something happened (archived, added to a group, completed):
+    whole Unix seconds, truncated, as Go's time.Unix() writes it."""
+    return str(math.floor(t))
+
+
+def exact(t: float) -> str:
+    """A score in our own sorted sets (asynqpy:...): Unix seconds rounded UP to the millisecond.
+
+    Millisecond scores also print in plain decimal notation on every server: with 17 significant digits
+    Valkey 8 prints some scores in exponent form (1.7959996474042661e+9).
     """
     return repr(math.ceil(t * 1000) / 1000)
 
 
 def not_after(t: float) -> str:
-    """A score for "now" or a cutoff: rounded DOWN to the millisecond, so comparisons never run ahead."""
+    """A bound for "now" or a cutoff in a comparison: rounded DOWN to the millisecond, so it never runs ahead."""
     return repr(math.floor(t * 1000) / 1000)
 
 
@@ -77,15 +94,18 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
     channel = keys.WAKE_CHANNEL if wake else ""
     parse = _enqueue_reply(q, tid)
     if opts.process_at > now:
+        stale = not_after(now - STALE_EXACT)
         if opts.unique_ttl:
             ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
-            return Call(script("schedule_unique"), [msg.unique_key, keys.task(q, tid), keys.scheduled(q)],
-                        [tid, ttl, due(opts.process_at), data, channel, q], parse)
-        return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q)],
-                    [data, due(opts.process_at), tid, channel, q], parse)
+            return Call(script("schedule_unique"),
+                        [msg.unique_key, keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
+                        [tid, ttl, due(opts.process_at), data, channel, q, exact(opts.process_at), stale],
+                        parse)
+        return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
+                    [data, due(opts.process_at), tid, channel, q, exact(opts.process_at), stale], parse)
     if opts.group:
         k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
-        a: list[Any] = [data, tid, not_after(now), opts.group]
+        a: list[Any] = [data, tid, at(now), opts.group]
         if opts.unique_ttl:
             k.append(msg.unique_key)
             a.append(opts.unique_ttl)
@@ -117,6 +137,17 @@ def dequeue(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, 
                 [due(lease_expiry), keys.task_prefix(q), count], _pairs)
 
 
+def _triples(raw: Sequence[bytes]) -> list[tuple[str, bytes, float | None]]:
+    return [(raw[i].decode(), raw[i + 1], int(raw[i + 2]) / 1e9 if raw[i + 2] else None)
+            for i in range(0, len(raw), 3)]
+
+
+def dequeue_timed(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, bytes, float | None]]]:
+    """dequeue, with when each task became pending. Reply: [(id, msg bytes, pending_since Unix s or None)]."""
+    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
+                [due(lease_expiry), keys.task_prefix(q), count, "1"], _triples)
+
+
 def _ids(raw: Sequence[bytes]) -> list[str]:
     return [r.decode() for r in raw]
 
@@ -131,10 +162,12 @@ def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call[list[s
 
 
 def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now: float) -> Call[list[str]]:
-    """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids."""
+    """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids.
+
+    The completed score is the expiry in whole seconds, truncated as Go writes completed_at + retention."""
     args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
     for tid, expiry, data, ukey in items:
-        args += [tid, due(expiry), data, ukey]
+        args += [tid, at(expiry), data, ukey]
     return Call(script("mark_complete"), [keys.active(q), keys.lease(q), keys.completed(q),
                                           keys.processed_daily(q, now), keys.processed_total(q)], args, _ids)
 
@@ -151,9 +184,11 @@ def retry(q: str, task_id: str, data: bytes, *, retry_at: float, now: float, is_
           lease_cutoff: float | None = None) -> Call[bool]:
     """Move an active task to retry. Reply: True, or False when the task was no longer held."""
     return Call(script("retry"),
-                [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now)],
+                [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.retry(q), *_stat_keys(q, now),
+                 keys.exact_due(q)],
                 [task_id, data, due(retry_at), int(now) + STATS_TTL, "1" if is_failure else "0",
-                 "" if lease_cutoff is None else not_after(lease_cutoff)], _held)
+                 "" if lease_cutoff is None else not_after(lease_cutoff), exact(retry_at),
+                 not_after(now - STALE_EXACT)], _held)
 
 
 def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: float | None = None,
@@ -161,7 +196,7 @@ def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: floa
     """Move an active task to archived (trimmed by age and size). Reply: True, or False when not held."""
     return Call(script("archive"),
                 [keys.task(q, task_id), keys.active(q), keys.lease(q), keys.archived(q), *_stat_keys(q, now)],
-                [task_id, data, not_after(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
+                [task_id, data, at(now), int(now) - ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE, int(now) + STATS_TTL,
                  keys.task_prefix(q), "" if lease_cutoff is None else not_after(lease_cutoff), note], _held)
 
 
@@ -181,9 +216,9 @@ def forward(q: str, *, now: float, batch: int = 100) -> Call[tuple[int, float | 
     when some wait. Reply: (moved, next due or None)."""
     return Call(script("forward"),
                 [keys.scheduled(q), keys.retry(q), keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q),
-                 keys.lease(q)],
+                 keys.lease(q), keys.exact_due(q)],
                 [not_after(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch,
-                 due(now + HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q], _forward_reply)
+                 due(now + HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q, at(now)], _forward_reply)
 
 
 def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call[list[tuple[str, bytes]]]:

@@ -1,6 +1,6 @@
 """Every Redis key asynqpy reads or writes, one function each; no key string is built anywhere else.
 
-asynq's keys (asynq:...) follow shared/asynq-spec.md section 1 exactly. Keys of our own live under
+asynq's keys (asynq:...) follow docs/asynq-spec.md section 1 exactly. Keys of our own live under
 asynqpy: so that Go asynq never trips over them; per-queue ones carry the same {queue} hash tag.
 """
 
@@ -118,6 +118,12 @@ def aggregation_sets(q: str) -> str:
 def waiters(q: str) -> str:
     """Our own: workers idle on queue q (member = server id, score = registration expiry, Unix s)."""
     return f"asynqpy:{{{q}}}:waiters"
+
+
+def exact_due(q: str) -> str:
+    """Our own: the exact due times (Unix s, ms) of the scheduled and retry tasks we wrote (member = task id);
+    asynq's sets hold them rounded up to whole seconds."""
+    return f"asynqpy:{{{q}}}:due"
 
 
 def handoff_prefix(q: str) -> str:

@@ -39,11 +39,20 @@ def script(name: str) -> Script:
 
 
 def load_script(package: str, name: str) -> Script:
-    """<package>/lua/<name>.lua with its "-- #include <file>" lines replaced by those fragments (same folder)."""
+    """<package>/lua/<name>.lua with its "-- #include <file>" lines replaced by those fragments.
+
+    A fragment is looked up in the same folder first, then in asynqpy/rdb/lua, so another package's scripts
+    share the core's fragments (one definition of each step of a transition).
+    """
     folder = resources.files(package).joinpath("lua")
+    core = resources.files("asynqpy.rdb").joinpath("lua")
     lines = []
     for line in folder.joinpath(f"{name}.lua").read_text().splitlines(keepends=True):
-        lines.append(folder.joinpath(line.split()[-1]).read_text() if line.startswith("-- #include ") else line)
+        if line.startswith("-- #include "):
+            frag = line.split()[-1]
+            own = folder.joinpath(frag)
+            line = (own if own.is_file() else core.joinpath(frag)).read_text()
+        lines.append(line)
     text = "".join(lines)
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 

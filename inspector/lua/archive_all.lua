@@ -1,12 +1,13 @@
 -- archive_all: move one bounded chunk of pending (oldest first), scheduled, retry or a group to archived,
 -- then trim the archive by age and size (deleting trimmed hashes). The caller repeats it until nothing is taken.
 -- KEYS[1] source list or sorted set   KEYS[2] archived sorted set   KEYS[3] groups set
--- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] "list" or "zset"   ARGV[4] now (Unix s)
+-- KEYS[4] our exact due times asynqpy:{q}:due
+-- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] "list" or "zset"   ARGV[4] now (whole Unix s)
 -- ARGV[5] age cutoff (Unix s)   ARGV[6] max archive size   ARGV[7] group name when the source is a group, else ''
 -- returns {moved, taken}
 -- #include _chunk.lua
-local n = tonumber(ARGV[2])
-local ids = take_chunk(KEYS[1], n, ARGV[3])
+-- #include _archive.lua
+local ids = take_chunk(KEYS[1], tonumber(ARGV[2]), ARGV[3], KEYS[4])
 local moved = 0
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id
@@ -17,10 +18,6 @@ for _, id in ipairs(ids) do
     moved = moved + 1
   end
 end
-for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", ARGV[5])) do redis.call("DEL", ARGV[1] .. id) end
-redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", ARGV[5])
-local cap = -tonumber(ARGV[6])
-for _, id in ipairs(redis.call("ZRANGE", KEYS[2], 0, cap)) do redis.call("DEL", ARGV[1] .. id) end
-redis.call("ZREMRANGEBYRANK", KEYS[2], 0, cap)
+trim_archive(KEYS[2], ARGV[1], ARGV[5], ARGV[6])
 if ARGV[7] ~= "" and redis.call("EXISTS", KEYS[1]) == 0 then redis.call("SREM", KEYS[3], ARGV[7]) end
 return {moved, #ids}

@@ -1,10 +1,11 @@
 -- archive_tasks: move the given tasks to archived (asynq's ArchiveTask, for many ids at once), then trim
 -- the archive by age and size, deleting the hashes of the trimmed tasks.
--- KEYS[1] pending list   KEYS[2] archived sorted set
--- ARGV[1] queue key prefix asynq:{q}:   ARGV[2] now (Unix s)   ARGV[3] age cutoff (Unix s)
+-- KEYS[1] pending list   KEYS[2] archived sorted set   KEYS[3] our exact due times asynqpy:{q}:due
+-- ARGV[1] queue key prefix asynq:{q}:   ARGV[2] now (whole Unix s)   ARGV[3] age cutoff (Unix s)
 -- ARGV[4] max archive size   ARGV[5..] task ids
 -- returns one code per id: 1 archived, 0 no such task, -1 already archived, -2 active
 -- #include _detach.lua
+-- #include _archive.lua
 local codes = {}
 for i = 5, #ARGV do
   local id = ARGV[i]
@@ -17,16 +18,12 @@ for i = 5, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -2
   else
-    detach(ARGV[1], KEYS[1], id, state, group)
+    detach(ARGV[1], KEYS[1], KEYS[3], id, state, group)
     redis.call("ZADD", KEYS[2], ARGV[2], id)
     redis.call("HSET", key, "state", "archived")
     redis.call("HDEL", key, "pending_since")
     codes[#codes + 1] = 1
   end
 end
-for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", ARGV[3])) do redis.call("DEL", ARGV[1] .. "t:" .. id) end
-redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", ARGV[3])
-local cap = -tonumber(ARGV[4])
-for _, id in ipairs(redis.call("ZRANGE", KEYS[2], 0, cap)) do redis.call("DEL", ARGV[1] .. "t:" .. id) end
-redis.call("ZREMRANGEBYRANK", KEYS[2], 0, cap)
+trim_archive(KEYS[2], ARGV[1] .. "t:", ARGV[3], ARGV[4])
 return codes

@@ -1,12 +1,12 @@
 -- delete_all: delete one bounded chunk of a state's tasks (pending oldest first, or a sorted set), releasing
 -- the uniqueness locks they hold. The caller repeats it until nothing is taken.
--- KEYS[1] source list or sorted set   KEYS[2] groups set
+-- KEYS[1] source list or sorted set   KEYS[2] groups set   KEYS[3] our exact due times asynqpy:{q}:due
 -- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] "list" or "zset"
 -- ARGV[4] group name when the source is a group, else ''
 -- returns {deleted, taken}
 -- #include _chunk.lua
 local n = tonumber(ARGV[2])
-local ids = take_chunk(KEYS[1], n, ARGV[3])
+local ids = take_chunk(KEYS[1], n, ARGV[3], KEYS[3])
 local deleted = 0
 for _, id in ipairs(ids) do
   local key = ARGV[1] .. id

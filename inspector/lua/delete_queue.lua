@@ -1,7 +1,7 @@
 -- delete_queue: remove a queue's task structures and task hashes (asynq's DeleteQueue); the caller then
 -- SREMs the queue from asynq:queues. Large queues are emptied in chunks first (code -3), so this stays short.
 -- KEYS[1] pending   KEYS[2] active   KEYS[3] scheduled   KEYS[4] retry   KEYS[5] archived   KEYS[6] lease
--- KEYS[7] completed   KEYS[8] groups set
+-- KEYS[7] completed   KEYS[8] groups set   KEYS[9] our exact due times asynqpy:{q}:due
 -- ARGV[1] force "1"/"0"   ARGV[2] task key prefix   ARGV[3] group key prefix   ARGV[4] most task hashes to delete
 -- returns 1 deleted; -1 not empty (no force); -2 has active tasks (force); -3 more than ARGV[4] tasks left
 local groups = redis.call("SMEMBERS", KEYS[8])
@@ -26,5 +26,5 @@ for _, g in ipairs(groups) do
   drop(redis.call("ZRANGE", ARGV[3] .. g, 0, -1))
   redis.call("DEL", ARGV[3] .. g)
 end
-redis.call("DEL", KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call("DEL", KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
 return 1

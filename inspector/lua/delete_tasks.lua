@@ -1,5 +1,5 @@
 -- delete_tasks: delete the given tasks and release the uniqueness locks they hold (asynq's DeleteTask, many ids).
--- KEYS[1] pending list
+-- KEYS[1] pending list   KEYS[2] our exact due times asynqpy:{q}:due
 -- ARGV[1] queue key prefix asynq:{q}:   ARGV[2..] task ids
 -- returns one code per id: 1 deleted, 0 no such task, -1 active
 -- #include _detach.lua
@@ -13,7 +13,7 @@ for i = 2, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -1
   else
-    detach(ARGV[1], KEYS[1], id, state, group)
+    detach(ARGV[1], KEYS[1], KEYS[2], id, state, group)
     if ukey and redis.call("GET", ukey) == id then redis.call("DEL", ukey) end
     redis.call("DEL", key)
     codes[#codes + 1] = 1

@@ -1,6 +1,6 @@
 -- run_all: move one bounded chunk of a sorted set (scheduled, retry, archived, completed or a group) to pending.
 -- The caller repeats it until nothing is taken, so no single call blocks Redis for long.
--- KEYS[1] source sorted set   KEYS[2] pending list   KEYS[3] groups set
+-- KEYS[1] source sorted set   KEYS[2] pending list   KEYS[3] groups set   KEYS[4] our exact due times
 -- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] now (Unix ns, becomes pending_since)
 -- ARGV[4] group name when the source is a group, else ''
 -- returns {moved, taken}: ids whose task hash is gone are taken out of the source but not moved
@@ -14,6 +14,9 @@ for _, id in ipairs(ids) do
     moved = moved + 1
   end
 end
-if #ids > 0 then redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1) end
+if #ids > 0 then
+  redis.call("ZREMRANGEBYRANK", KEYS[1], 0, #ids - 1)
+  for _, id in ipairs(ids) do redis.call("ZREM", KEYS[4], id) end
+end
 if ARGV[4] ~= "" and redis.call("EXISTS", KEYS[1]) == 0 then redis.call("SREM", KEYS[3], ARGV[4]) end
 return {moved, #ids}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
 import subprocess
@@ -10,8 +12,10 @@ from pathlib import Path
 
 import redis
 
+import asynqpy
 from asynqpy import Client, Task
 from asynqpy.rdb import keys
+from tests.core import procs
 from tests.core.apps import SEEN
 from tests.helpers import wait_for
 
@@ -59,30 +63,6 @@ def test_worker_on_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     assert res.returncode == 1 and "cannot reach Redis" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_dev_runs_embedded_server_worker_and_demo_then_stops_everything(tmp_path: Path) -> None:
-    p = subprocess.Popen([*ASYNQPY, "dev", "--rate", "40"], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    try:
-        url_file = tmp_path / ".asynqpy" / "redis.url"
-        url = wait_for(lambda: url_file.exists() and url_file.read_text().strip(), timeout=20, what="dev server")
-        conn = redis.Redis.from_url(url)
-        wait_for(lambda: int(conn.get(keys.processed_total("critical")) or 0) > 3, timeout=30,
-                 what="demo tasks processed")
-        assert conn.smembers(keys.QUEUES) >= {b"critical"}
-    finally:
-        p.send_signal(signal.SIGINT)
-        out, _ = p.communicate(timeout=60)
-    assert p.returncode == 0, out
-    assert "asynqpy dev is running" in out and "stopped" in out
-    assert not url_file.exists()
-    try:
-        conn.ping()
-        alive = True
-    except redis.ConnectionError:
-        alive = False
-    assert not alive  # the embedded Valkey was stopped too
-
-
 def test_worker_exits_after_shutdown_timeout_despite_a_stuck_plain_handler(redis_url: str, r: redis.Redis) -> None:
     from tests.core.apps import STARTS
 
@@ -101,3 +81,94 @@ def test_worker_exits_after_shutdown_timeout_despite_a_stuck_plain_handler(redis
     assert p.returncode == 0, out
     assert "still running after shutdown" in out
     assert r.lrange(keys.pending("default"), 0, -1) == [tid.encode()]  # requeued for another worker
+
+
+# -- errors: ours are one line, a bug (ours or in the user's module) shows its traceback --------------------------
+
+def _module(tmp_path: Path, name: str, text: str) -> Path:
+    (tmp_path / f"{name}.py").write_text(text)
+    return tmp_path
+
+
+def test_an_error_in_the_users_handler_module_shows_its_traceback(tmp_path: Path) -> None:
+    _module(tmp_path, "brokenapp", "from asynqpy import ServeMux\nmux = ServeMux()\nraise ValueError('bad config')\n")
+    res = procs.run("worker", "brokenapp:mux", "--redis-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert res.returncode == 1 and "Traceback" in res.stderr, res
+    assert 'brokenapp.py", line 3' in res.stderr and "ValueError: bad config" in res.stderr
+    # a missing dependency of the module is the module's error too, not "cannot import brokenapp2"
+    _module(tmp_path, "brokenapp2", "import no_such_dependency_xyz\n")
+    res = procs.run("worker", "brokenapp2:mux", cwd=tmp_path)
+    assert res.returncode == 1 and "Traceback" in res.stderr and "no_such_dependency_xyz" in res.stderr
+
+
+def test_our_errors_are_one_line_unless_debug(tmp_path: Path) -> None:
+    res = procs.run("worker", "no_such_module:mux", cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    for how in (["--debug", "worker", "no_such_module:mux"], ["worker", "no_such_module:mux", "--debug"]):
+        res = procs.run(*how, cwd=tmp_path)
+        assert res.returncode == 2 and "Traceback" in res.stderr and "UsageError" in res.stderr, res
+    res = procs.run("worker", "no_such_module:mux", cwd=tmp_path, ASYNQPY_DEBUG="1")
+    assert res.returncode == 2 and "Traceback" in res.stderr
+    res = procs.run("task", "info", "nope", "x", "--redis-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "cannot reach Redis" in res.stderr
+
+
+# -- help, version, common options -----------------------------------------------------------------------------
+
+def _leaf_parsers() -> list[argparse.ArgumentParser]:
+    from asynqpy.cli import build_parser
+    from asynqpy.clicommon import subparsers_of
+
+    return [build_parser(), *subparsers_of(build_parser())]
+
+
+def test_version_and_dev_help() -> None:
+    res = run("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"asynqpy {asynqpy.__version__}"
+    res = run("dev", "--help")
+    assert res.returncode == 0 and "Start everything for local development" in res.stdout
+    assert "--web-port" not in res.stdout  # only an installed dashboard add-on would add it
+    assert "--redis-only" in res.stdout
+
+
+def test_every_argument_has_help_text() -> None:
+    missing = [f"{p.prog} {a.dest}" for p in _leaf_parsers() for a in p._actions
+               if not a.help and not isinstance(a, argparse._SubParsersAction)]
+    assert missing == []
+    assert all(p.description or p.prog == "asynqpy" for p in _leaf_parsers() if not any(
+        isinstance(a, argparse._SubParsersAction) for a in p._actions)), "a command without a description"
+
+
+def test_common_options_go_before_or_after_the_command(redis_url: str) -> None:
+    Client(redis_url).enqueue(Task("t", b""), queue="here")
+    for argv in (["--redis-url", redis_url, "stats"], ["stats", "--redis-url", redis_url],
+                 ["--json", "--redis-url", redis_url, "queue", "ls"],
+                 ["queue", "ls", "--json", "--redis-url", redis_url]):
+        res = run(*argv)
+        assert res.returncode == 0 and "here" in res.stdout, (argv, res)
+    res = run("--json", "--redis-url", redis_url, "queue", "ls")
+    assert json.loads(res.stdout)[0]["queue"] == "here"
+
+
+def test_server_ls_shows_a_worker_as_soon_as_it_says_started(redis_url: str, tmp_path: Path) -> None:
+    with procs.Proc.asynqpy("worker", "asynqpy.demo:mux", "--redis-url", redis_url, "--queues", "x=1",
+                            cwd=tmp_path) as w:
+        w.wait_for("started: pid")
+        res = run("server", "ls", "--redis-url", redis_url)
+        assert res.returncode == 0 and f":{w.p.pid} " in res.stdout and "active" in res.stdout, res
+        code, out = w.stop(signal.SIGTERM)
+    assert code == 0 and "asynqpy: asynqpy:" not in out, out
+
+
+def test_a_registered_command_with_its_own_redis_url_option_takes_the_global_one_too() -> None:
+    from asynqpy.clicommon import add_common_everywhere
+
+    parser = argparse.ArgumentParser(prog="asynqpy")
+    sub = parser.add_subparsers(dest="command")
+    web = sub.add_parser("web")
+    web.add_argument("--redis-url", help="the dashboard's Redis")  # default None, as a plugin might write it
+    add_common_everywhere(parser)
+    assert parser.parse_args(["--redis-url", "redis://a/0", "web"]).redis_url == "redis://a/0"
+    assert parser.parse_args(["web", "--redis-url", "redis://b/0"]).redis_url == "redis://b/0"
+    assert parser.parse_args(["web"]).redis_url is None
+    assert parser.parse_args(["--json", "web"]).json is True

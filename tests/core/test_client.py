@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -54,12 +55,13 @@ def test_deadline_alone_leaves_timeout_zero_and_options_land_in_message(redis_ur
     assert m.retry == 3 and m.retention == 600
 
 
-def test_process_in_schedules_with_exact_fractional_score(redis_url: str, r: redis.Redis) -> None:
+def test_process_in_schedules_whole_second_score_and_keeps_exact_time(redis_url: str, r: redis.Redis) -> None:
     info = Client(redis_url).enqueue(Task("t", b""), process_in=90.25)
     assert info.state is TaskState.SCHEDULED
+    at = info.next_process_at.timestamp()
     score = r.zscore("asynq:{default}:scheduled", info.id)
-    assert score == pytest.approx(info.next_process_at.timestamp(), abs=1e-3)
-    assert score != int(score)  # not truncated to whole seconds
+    assert score == math.ceil(at)  # whole seconds as every asynq release reads them, rounded up: never early
+    assert r.zscore("asynqpy:{default}:due", info.id) == pytest.approx(at, abs=1e-3)  # ours, exact
     assert r.hget(f"asynq:{{default}}:t:{info.id}", "state") == b"scheduled"
     assert r.hget(f"asynq:{{default}}:t:{info.id}", "pending_since") is None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from datetime import timedelta
@@ -86,7 +87,8 @@ def test_retry_score_follows_the_delay_function(redis_url: str, r: redis.Redis) 
     with running(redis_url, mux, retry_delay=lambda n, e, t: 3600.0):
         wait_for(lambda: r.zscore(keys.retry("default"), tid))
     score = r.zscore(keys.retry("default"), tid)
-    assert before + 3600 <= score <= time.time() + 3600
+    assert before + 3600 <= score <= math.ceil(time.time() + 3600) and score == int(score)  # rounded up
+    assert before + 3600 <= r.zscore(keys.exact_due("default"), tid) <= time.time() + 3600
     assert stored(r, tid).error_msg == "ZeroDivisionError: division by zero"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -30,7 +31,7 @@ def test_dequeue_moves_oldest_first_with_lease(redis_url: str, r: redis.Redis, r
     assert [i for i, _ in got] == ids[:2]  # FIFO
     assert TaskMessage.FromString(got[0][1]).id == ids[0]
     assert r.lrange(keys.active("default"), 0, -1) == [ids[1].encode(), ids[0].encode()]
-    assert r.zscore(keys.lease("default"), ids[0]) == pytest.approx(exp, abs=1e-3)
+    assert r.zscore(keys.lease("default"), ids[0]) == math.ceil(exp)  # whole seconds, rounded up
     h = r.hgetall(keys.task("default", ids[0]))
     assert h[b"state"] == b"active" and b"pending_since" not in h
     assert r.llen(keys.pending("default")) == 1
@@ -83,7 +84,7 @@ def test_mark_complete_keeps_task_until_expiry(redis_url: str, r: redis.Redis, r
     now = time.time()
     m.completed_at = int(now)
     run.run(broker.mark_complete("default", [(tid, now + 60, m.SerializeToString(), "")], now=now))
-    assert r.zscore(keys.completed("default"), tid) == pytest.approx(now + 60, abs=1e-3)
+    assert r.zscore(keys.completed("default"), tid) == int(now + 60)  # as Go writes completed_at + retention
     assert r.hget(keys.task("default", tid), "state") == b"completed"
     assert TaskMessage.FromString(r.hget(keys.task("default", tid), "msg")).completed_at == int(now)
     assert run.run(broker.delete_expired_completed("default", now=now + 30)) == 0
@@ -98,7 +99,8 @@ def test_retry_counts_failure_and_keeps_unique_lock(redis_url: str, r: redis.Red
     m.retried, m.error_msg = 1, "boom"
     now = time.time()
     assert run.run(broker.retry("default", tid, m.SerializeToString(), retry_at=now + 20, now=now, is_failure=True))
-    assert r.zscore(keys.retry("default"), tid) == pytest.approx(now + 20, abs=1e-3)
+    assert r.zscore(keys.retry("default"), tid) == math.ceil(now + 20)  # whole seconds, never early
+    assert r.zscore(keys.exact_due("default"), tid) == pytest.approx(now + 20, abs=1e-3)
     assert r.hget(keys.task("default", tid), "state") == b"retry"
     assert r.get(keys.failed_daily("default", now)) == b"1" and r.get(keys.failed_total("default")) == b"1"
     assert r.exists(m.unique_key)
@@ -143,11 +145,13 @@ def test_forward_moves_only_due_tasks_and_reports_next(redis_url: str, r: redis.
     c = Client(redis_url)
     a = c.enqueue(Task("t", b""), process_in=10).id
     b = c.enqueue(Task("t", b""), process_in=20).id
-    due_a = r.zscore(keys.scheduled("default"), a)
+    due_a = r.zscore(keys.exact_due("default"), a)
+    assert due_a < r.zscore(keys.scheduled("default"), a) == math.ceil(due_a)
     moved, nxt = run.run(broker.forward("default", now=due_a - 0.001))
     assert moved == 0 and nxt == pytest.approx(due_a)  # never early
-    moved, nxt = run.run(broker.forward("default", now=due_a))
-    assert moved == 1 and nxt == pytest.approx(r.zscore(keys.scheduled("default"), b))
+    moved, nxt = run.run(broker.forward("default", now=due_a))  # on time, before its whole-second score
+    assert moved == 1 and nxt == pytest.approx(r.zscore(keys.exact_due("default"), b))
+    assert r.zscore(keys.exact_due("default"), a) is None
     h = r.hgetall(keys.task("default", a))
     assert h[b"state"] == b"pending" and int(h[b"pending_since"]) == pytest.approx(due_a * 1e9, rel=1e-9)
 
@@ -195,3 +199,56 @@ def test_aggregation_check_and_reclaim(redis_url: str, r: redis.Redis, run: Sync
     set2 = keys.aggregation_set("default", "g", "s2")
     assert run.run(broker.delete_aggregation_set("default", set2)) == 3
     assert not any(r.exists(keys.task("default", i)) for i in ids)
+
+
+def test_forward_reads_fractional_scores_of_older_releases(redis_url: str, r: redis.Redis, run: SyncRunner) -> None:
+    """A task stored by an older asynqpy (fractional score, no exact time of ours) runs at that exact time."""
+    [tid] = enqueue(redis_url, 1, process_in=100)
+    r.delete(keys.exact_due("default"))
+    at = int(time.time()) + 5.25
+    r.zadd(keys.scheduled("default"), {tid: at})
+    moved, nxt = run.run(broker.forward("default", now=at - 0.001))
+    assert moved == 0 and nxt == at
+    moved, _ = run.run(broker.forward("default", now=at))
+    assert moved == 1 and r.hget(keys.task("default", tid), "state") == b"pending"
+
+
+def test_forward_ignores_an_exact_time_outside_the_score_second(redis_url: str, r: redis.Redis,
+                                                               run: SyncRunner) -> None:
+    """Go scored the task again (say a Go worker retried it): our old exact time no longer applies."""
+    [tid] = enqueue(redis_url, 1, process_in=100)
+    old_exact = r.zscore(keys.exact_due("default"), tid)
+    r.zrem(keys.scheduled("default"), tid)
+    r.zadd(keys.retry("default"), {tid: math.ceil(old_exact) + 60})
+    r.hset(keys.task("default", tid), "state", "retry")
+    moved, nxt = run.run(broker.forward("default", now=old_exact + 1))
+    assert moved == 0 and r.zscore(keys.exact_due("default"), tid) is None  # the stale entry is dropped
+    assert nxt == math.ceil(old_exact) + 60
+    moved, _ = run.run(broker.forward("default", now=math.ceil(old_exact) + 60))
+    assert moved == 1
+
+
+def test_scores_in_asynq_sets_are_whole_seconds(redis_url: str, r: redis.Redis, run: SyncRunner) -> None:
+    """Every score written by the client and the worker scripts is a whole number of Unix seconds."""
+    c = Client(redis_url)
+    c.enqueue(Task("t", b"s"), process_in=12.345)
+    c.enqueue(Task("t", b"su"), process_in=12.345, unique=60)
+    c.enqueue(Task("t", b"g"), group="g1")
+    ids = enqueue(redis_url, 3, retention=90)
+    now = time.time() + 0.5
+    got = run.run(broker.dequeue("default", lease_expiry=now + 30.7, count=3))
+    data = dict(got)
+    run.run(broker.retry("default", ids[0], data[ids[0]], retry_at=now + 15.3, now=now, is_failure=True))
+    run.run(broker.archive("default", ids[1], data[ids[1]], now=now))
+    run.run(broker.mark_complete("default", [(ids[2], now + 90, data[ids[2]], "")], now=now))
+    for key in r.scan_iter("asynq:*"):
+        if r.type(key) == b"zset":
+            for member, score in r.zrange(key, 0, -1, withscores=True):
+                assert score == int(score), (key, member, score)
+
+
+def test_exact_times_left_behind_by_go_are_dropped(redis_url: str, r: redis.Redis, run: SyncRunner) -> None:
+    """Where only Go forwards our tasks, their exact times are dropped by the next schedule once long past."""
+    r.zadd(keys.exact_due("default"), {"moved-by-go": time.time() - 61, "recent": time.time() - 5})
+    [tid] = enqueue(redis_url, 1, process_in=30)
+    assert r.zrange(keys.exact_due("default"), 0, -1) == [b"recent", tid.encode()]

@@ -4,34 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from asynqpy.rdb import keys
 from asynqpy.wire import GO_ZERO_TIME_SECONDS, SchedulerEntry, ServerInfo, TaskMessage, WorkerInfo, timestamp
 from asynqpy.wire.codec import timestamp_to_datetime
-
-
-def vectors_dir() -> Path | None:
-    here = Path(__file__).resolve().parents[2]
-    for cand in (os.environ.get("ASYNQPY_VECTORS"), here.parent / "shared" / "vectors", "/work/shared/vectors"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    return None
-
+from tests.inspector.vectors import vectors_dir
 
 VECTORS = vectors_dir()
-needs_vectors = pytest.mark.skipif(VECTORS is None, reason="shared/vectors (golden Go state) not found beside the repo")
 
 
 def load(version: str) -> dict:  # type: ignore[type-arg]
-    assert VECTORS is not None
     return json.loads((VECTORS / f"asynq-{version}-state.json").read_text())["keys"]
 
 
-@needs_vectors
 @pytest.mark.parametrize("version", ["v0.26.0", "v0.25.1"])
 def test_go_task_messages_decode(version: str) -> None:
     state = load(version)
@@ -55,7 +42,6 @@ def test_go_task_messages_decode(version: str) -> None:
     assert seen >= 10
 
 
-@needs_vectors
 def test_go_server_worker_and_scheduler_messages_decode() -> None:
     state = load("v0.26.0")
     [skey] = [k for k in state if k.startswith("asynq:servers:")]

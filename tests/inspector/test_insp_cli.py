@@ -31,16 +31,21 @@ def test_stats_and_queue_commands(capsys: pytest.CaptureFixture[str], redis_url:
     assert code == 0 and "retry:" in out and "no live server consumes" in out
     code, out, _ = cli(capsys, redis_url, "queue", "history", "q", "--days", "2", "--json")
     assert [d["processed"] for d in json.loads(out)] == [4, 0]
-    assert cli(capsys, redis_url, "queue", "pause", "q")[0] == 0
-    code, _, err = cli(capsys, redis_url, "queue", "pause", "q")
-    assert code == 1 and err == "asynqpy: queue 'q' is already paused\n"
-    assert cli(capsys, redis_url, "queue", "unpause", "q")[0] == 0
+    assert cli(capsys, redis_url, "queue", "pause", "q")[:2] == (0, "queue 'q' paused\n")
+    # idempotent for scripts: says so, exit 0
+    assert cli(capsys, redis_url, "queue", "pause", "q")[:2] == (0, "queue 'q' is already paused\n")
+    assert cli(capsys, redis_url, "queue", "unpause", "q")[:2] == (0, "queue 'q' resumed\n")
+    code, out, _ = cli(capsys, redis_url, "queue", "unpause", "q", "--json")
+    assert code == 0 and json.loads(out) == {"queue": "q", "paused": False, "changed": False}
+    for verb in ("pause", "unpause"):
+        code, out, err = cli(capsys, redis_url, "queue", verb, "nosuchq")
+        assert code == 1 and out == "" and err.startswith("asynqpy: queue 'nosuchq' not found") and err.count("\n") == 1
 
 
 def test_task_listing_info_search_explain(capsys: pytest.CaptureFixture[str], redis_url: str,
                                           one_of_each: dict[str, str]) -> None:
     code, out, _ = cli(capsys, redis_url, "task", "ls", "q", "--state", "retry")
-    assert code == 0 and "boom: try again" in out and "page 1 of 1 (1 retry tasks)" in out
+    assert code == 0 and "boom: try again" in out and "page 1 of 1 (1 retry task)" in out
     code, out, _ = cli(capsys, redis_url, "task", "ls", "q", "--json")
     assert [t["info"]["id"] for t in json.loads(out)["tasks"]] == ["pending", "pending2"]
     code, out, _ = cli(capsys, redis_url, "task", "info", "q", "pending")
@@ -49,6 +54,10 @@ def test_task_listing_info_search_explain(capsys: pytest.CaptureFixture[str], re
     assert code == 0 and "archived" in out.splitlines()[1] and "the end was reached" in out
     code, out, _ = cli(capsys, redis_url, "task", "explain", "q", "retry", "--json")
     assert code == 0 and json.loads(out)["state"] == "retry"
+    code, out, _ = cli(capsys, redis_url, "task", "explain", "q", "no-such-id")
+    assert code == 1 and "no task 'no-such-id'" in out
+    code, out, _ = cli(capsys, redis_url, "task", "ls", "q", "--state", "active")
+    assert code == 0 and "(1 active task)" in out
 
 
 def test_task_actions(capsys: pytest.CaptureFixture[str], redis_url: str, one_of_each: dict[str, str],
@@ -67,7 +76,7 @@ def test_task_actions(capsys: pytest.CaptureFixture[str], redis_url: str, one_of
     code, out, _ = cli(capsys, redis_url, "task", "run", "q", "--all", "--state", "scheduled", "--yes", "--json")
     assert json.loads(out)["count"] == 1
     code, _, err = cli(capsys, redis_url, "task", "run", "q", "--all")
-    assert code == 1 and err == "asynqpy: --all needs --state\n"
+    assert code == 2 and err == "asynqpy: --all needs --state\n"
     assert cli(capsys, redis_url, "task", "cancel", "active")[0] == 0
 
 
@@ -89,11 +98,12 @@ def test_servers_and_cron_when_none(capsys: pytest.CaptureFixture[str], redis_ur
 def test_errors_are_one_line(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
     code, _, err = cli(capsys, f"redis://127.0.0.1:{free_port()}/0", "stats")
     assert code == 1 and err.startswith("asynqpy: cannot reach Redis at redis://127.0.0.1:") and \
-        err.count("\n") == 1
+        err.count("\n") == 1 and "(the URL was given with --redis-url)" in err
     code, _, err = cli(capsys, "nonsense://x", "queue", "ls")
-    assert code == 1 and err.count("\n") == 1
-    code, _, err = cli(capsys, redis_url, "task", "ls", "q", "--page", "0")
-    assert code == 1 and err == "asynqpy: page must be >= 1, got 0\n"
+    assert code == 2 and err.count("\n") == 1 and "nonsense://x" in err
+    with pytest.raises(SystemExit) as exc:
+        cli(capsys, redis_url, "task", "ls", "q", "--page", "0")
+    assert exc.value.code == 2 and "argument --page: must be at least 1, got 0" in capsys.readouterr().err
     code, _, err = cli(capsys, redis_url, "task", "info", "nope", "x")
     assert code == 1 and err == "asynqpy: queue 'nope' does not exist\n"
 

@@ -3,7 +3,6 @@ by our client and worker, and by a running asynqpy Server. Needs Go (the peer in
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -14,19 +13,14 @@ from inspector import Inspector
 from tests.helpers import running, wait_for
 from tests.inspector.gocompare import compare_queue, compare_servers, first_time
 from tests.inspector.worker import Clock
-from tests.interop.goasynq import GoPeer, GoPeerUnavailable, b64, build
+from tests.interop.goasynq import GoPeer, b64, build, built_or_skip
 
 pytestmark = pytest.mark.interop
 
 
 @pytest.fixture(scope="module")
 def go_binary() -> Path:
-    try:
-        return build()
-    except GoPeerUnavailable as exc:
-        if os.environ.get("ASYNQPY_REQUIRE_GO"):
-            pytest.fail(f"Go interop peer unavailable: {exc}")
-        pytest.skip(f"Go interop peer unavailable: {exc}")
+    return built_or_skip(build, "Go interop peer")
 
 
 @pytest.fixture

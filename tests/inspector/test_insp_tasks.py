@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from datetime import UTC, datetime
 
 import pytest
 import redis
@@ -122,3 +124,17 @@ def test_deep_page_of_a_long_list(insp: Inspector, client: Client) -> None:
     client.enqueue_many([Task("t", str(i).encode()) for i in range(2000)], queue="q")
     last = insp.list_tasks("q", "pending", page=67, size=30)
     assert [t.info.payload for t in last.tasks] == [str(i).encode() for i in range(1980, 2000)]
+
+
+def test_due_times_are_exact_though_scores_are_whole_seconds(insp: Inspector, client: Client,
+                                                              r: redis.Redis) -> None:
+    at = datetime.fromtimestamp(int(time.time()) + 600.25, UTC)
+    client.enqueue(Task("t"), queue="q", task_id="s", process_at=at)
+    assert r.zscore(keys.scheduled("q"), "s") == at.timestamp() + 0.75  # what asynq reads: the second after
+    assert insp.get_task("q", "s").info.next_process_at == at  # what we show and run by
+    assert insp.list_tasks("q", "scheduled").tasks[0].info.next_process_at == at
+    assert insp.queue_info("q").next_scheduled_at == at
+    r.zadd(keys.scheduled("q"), {"s": at.timestamp() + 60.75})  # scored again by Go: the score rules
+    later = datetime.fromtimestamp(at.timestamp() + 60.75, UTC)
+    assert insp.get_task("q", "s").info.next_process_at == later
+    assert insp.list_tasks("q", "scheduled").tasks[0].info.next_process_at == later

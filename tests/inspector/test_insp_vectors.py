@@ -21,14 +21,11 @@ from tests.inspector.vectors import VERSIONS, inspect_report, load_state, vector
 from tests.inspector.worker import Clock
 
 VECTORS = vectors_dir()
-pytestmark = pytest.mark.skipif(VECTORS is None, reason="golden vectors not found: set ASYNQPY_VECTORS to "
-                                                        "shared/vectors (or put shared/ beside the repository)")
 GoState = tuple[Inspector, Clock, dict[str, Any]]
 
 
 @pytest.fixture(params=VERSIONS)
 def go_state(request: pytest.FixtureRequest, r: redis.Redis, redis_url: str) -> Iterator[GoState]:
-    assert VECTORS is not None
     load_state(r, VECTORS / f"asynq-{request.param}-state.json")
     report = inspect_report(VECTORS / f"asynq-{request.param}-state.inspect.json")
     clock = Clock(first_time(report))

@@ -6,12 +6,11 @@ the peer does not build (set ASYNQPY_REQUIRE_GO=1 to make that a failure instead
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from .goasynq import GoPeer, GoPeerUnavailable, build
+from .goasynq import LATEST, GoPeer, build, built_or_skip, matrix_versions
 
 _HERE = Path(__file__).parent
 
@@ -22,15 +21,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.interop)
 
 
+def _built(version: str) -> Path:
+    return built_or_skip(lambda: build(version=version), f"Go interop peer (asynq {version})")
+
+
 @pytest.fixture(scope="session")
 def go_binary() -> Path:
-    """The goapp binary, built once per source hash; skips the test when it cannot be built."""
-    try:
-        return build()
-    except GoPeerUnavailable as exc:
-        if os.environ.get("ASYNQPY_REQUIRE_GO"):  # CI with Go: a broken peer must fail, not skip
-            pytest.fail(f"Go interop peer unavailable: {exc}")
-        pytest.skip(f"Go interop peer unavailable: {exc}")
+    """The goapp binary on the latest asynq release, built once per source hash; skips when it cannot be built."""
+    return _built(LATEST)
+
+
+@pytest.fixture(scope="session", params=matrix_versions())
+def go_release(request: pytest.FixtureRequest) -> tuple[str, Path]:
+    """(asynq release, goapp binary built against it), for each release of the version matrix."""
+    return request.param, _built(request.param)
+
+
+@pytest.fixture
+def go_any(go_release: tuple[str, Path], redis_url: str) -> GoPeer:
+    """A Go peer on each asynq release of the matrix in turn, bound to the test's clean database."""
+    return GoPeer(go_release[1], redis_url)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Builds the Go interop peer (tests/interop/goapp, real hibiken/asynq) once and runs its subcommands."""
+"""Builds the Go interop peer (tests/interop/goapp, real hibiken/asynq) once per asynq release and runs it."""
 
 from __future__ import annotations
 
@@ -29,39 +29,98 @@ class GoPeerError(RuntimeError):
     """A goapp subcommand exited with an error; the message carries its stderr."""
 
 
-def source_hash(src: Path = GOAPP_DIR) -> str:
-    """A hash of go.mod, go.sum and every .go file: the cache key of the built binary."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in src.iterdir() if p.suffix == ".go" or p.name in ("go.mod", "go.sum")):
+# Every asynq release the tests build the peer against, oldest first; the last one is tests/interop/goapp/go.mod's,
+# the others' go.mod and go.sum are in goapp/versions/<release>/. To add a release there: a go.mod of
+# "module asynqpy.test/goapp", "go 1.22" and "require github.com/hibiken/asynq <release>", then `go mod tidy`
+# beside a copy of the .go files; a feature it adds or drops goes behind a build tag (goapp/compat_*.go, TAGS).
+VERSIONS = ("v0.23.0", "v0.24.1", "v0.25.1", "v0.26.0")
+LATEST = VERSIONS[-1]
+# Build tags for what a release has that older ones lack (see goapp/compat_*.go).
+TAGS = {"v0.23.0": "", "v0.24.1": "", "v0.25.1": "asynq_v025", "v0.26.0": "asynq_v025,asynq_v026"}
+# Where built binaries are kept between runs (one folder per release and source hash).
+CACHE_ENV = "ASYNQPY_GO_CACHE"
+# A comma-separated subset of VERSIONS for the version matrix (CI's second pass runs only the latest).
+VERSIONS_ENV = "ASYNQPY_GO_VERSIONS"
+
+
+def matrix_versions() -> tuple[str, ...]:
+    """The releases the version-matrix tests run against: VERSIONS, or the subset named in ASYNQPY_GO_VERSIONS."""
+    raw = os.environ.get(VERSIONS_ENV, "").strip()
+    if not raw:
+        return VERSIONS
+    chosen = tuple(v.strip() for v in raw.split(",") if v.strip())
+    unknown = [v for v in chosen if v not in VERSIONS]
+    if unknown:
+        raise ValueError(f"{VERSIONS_ENV} names {unknown}; known releases: {', '.join(VERSIONS)}")
+    return chosen
+
+
+def module_files(version: str = LATEST, src: Path = GOAPP_DIR) -> tuple[Path, Path]:
+    """The go.mod and go.sum that pin this asynq release (and the dependencies that release asks for)."""
+    if version not in VERSIONS:
+        raise ValueError(f"unknown asynq release {version!r}; known: {', '.join(VERSIONS)}")
+    folder = src if version == LATEST else src / "versions" / version
+    return folder / "go.mod", folder / "go.sum"
+
+
+def source_hash(src: Path = GOAPP_DIR, version: str = LATEST) -> str:
+    """A hash of the release's go.mod and go.sum, its build tags and every .go file: the binary's cache key."""
+    h = hashlib.sha256(f"{version}\0{TAGS[version]}\0".encode())
+    files = [*module_files(version, src), *sorted(p for p in src.iterdir() if p.suffix == ".go")]
+    for path in files:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
-def build(src: Path = GOAPP_DIR, timeout: float = 600) -> Path:
-    """The path of the goapp binary, building it into a temp dir keyed by the source hash if needed.
+def cache_dir() -> Path:
+    """ASYNQPY_GO_CACHE, else ~/.cache/asynqpy-go (kept between runs; each binary is keyed by its sources)."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "asynqpy-go"
 
-    Raises GoPeerUnavailable when `go` is not on PATH or the build fails.
-    """
+
+def _cached(binary: Path, what: str, command: Callable[[str, Path], list[str]],
+            prepare: Callable[[Path], None] = lambda work: None, timeout: float = 600) -> Path:
+    """binary, made if missing by running command(go, work) in a fresh folder beside it (after prepare(work))
+    that leaves the program at work/<binary's name>; it is renamed into place, so that parallel sessions never
+    run half a file. Raises GoPeerUnavailable (saying what) when `go` is missing or the command fails."""
     go = shutil.which("go")
     if go is None:
         raise GoPeerUnavailable("the Go toolchain (`go`) is not on PATH")
-    out_dir = Path(tempfile.gettempdir()) / f"asynqpy-goapp-{source_hash(src)}"
-    binary = out_dir / "goapp"
     if binary.exists():
         return binary
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # Built under a private name and renamed, so parallel sessions never run half a file.
-    partial = out_dir / f"goapp.{os.getpid()}.tmp"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=binary.parent))
     try:
-        proc = subprocess.run([go, "build", "-o", str(partial), "."], check=False, cwd=src,
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise GoPeerUnavailable(f"`go build` of {src} took longer than {timeout}s") from exc
-    if proc.returncode != 0:
-        raise GoPeerUnavailable(
-            f"`go build` of {src} failed (no module cache or proxy?):\n{proc.stderr[-2000:]}")
-    partial.replace(binary)
+        prepare(work)
+        env = {**os.environ, "GOBIN": str(work), "GOFLAGS": "-buildvcs=false"}
+        try:
+            proc = subprocess.run(command(go, work), check=False, cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise GoPeerUnavailable(f"building {what} took longer than {timeout}s") from exc
+        if proc.returncode != 0:
+            raise GoPeerUnavailable(f"building {what} failed (no module cache or proxy?):\n{proc.stderr[-2000:]}")
+        (work / binary.name).replace(binary)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return binary
+
+
+def build(src: Path = GOAPP_DIR, timeout: float = 600, version: str = LATEST) -> Path:
+    """The path of the goapp binary built against asynq `version`, building it if this source was not built yet.
+
+    The sources are copied beside that release's go.mod/go.sum into the cache folder and built there with its
+    build tags; Go's module and build caches are reused. Raises GoPeerUnavailable when `go` is not on PATH or
+    the build fails.
+    """
+    def prepare(work: Path) -> None:
+        for path in [*(p for p in src.iterdir() if p.suffix == ".go"), *module_files(version, src)]:
+            shutil.copy(path, work / path.name)
+
+    binary = cache_dir() / f"goapp-{version}-{source_hash(src, version)}" / "goapp"
+    return _cached(binary, f"goapp for asynq {version}",
+                   lambda go, work: [go, "build", "-mod=readonly", "-tags", TAGS[version], "-o", "goapp", "."],
+                   prepare, timeout)
 
 
 def redis_args(redis_url: str) -> list[str]:
@@ -141,7 +200,7 @@ class GoPeer:
 
         Handlers by type prefix: ok: (result "ok:<id>"), fail: ("boom <id>"), skip: (SkipRetry),
         sleep: (payload ms). Returns one dict per call: id, type, payload_b64, headers, queue,
-        retry_count, max_retry, deadline_unix (the handler context's deadline).
+        retry_count, max_retry, deadline_unix (the handler context's deadline), started_unix.
         """
         qs = ",".join(f"{q}={p}" for q, p in (queues or {"default": 1}).items())
         args = ["--queues", qs, "--expect", str(expect), "--duration", f"{duration}s",
@@ -156,9 +215,38 @@ class GoPeer:
         args = [f"--task={q}={tid}" for q, tid in tasks]
         return json.loads(self._run("inspect", *args))
 
+    def version(self) -> dict[str, Any]:
+        """The asynq release the peer was built against and its features: {asynq, go, headers, ...}."""
+        out: dict[str, Any] = json.loads(self._run("version"))
+        return out
+
     def task_info(self, queue: str, task_id: str) -> dict[str, Any]:
         """Go's GetTaskInfo of one task; raises GoPeerError with Go's error text if it fails."""
         (info,) = self.inspect((queue, task_id))["tasks"]
         if "error" in info:
             raise GoPeerError(info["error"])
         return info
+
+
+ASYNQMON_VERSION = "v0.7.2"
+
+
+def build_asynqmon(version: str = ASYNQMON_VERSION, timeout: float = 900) -> Path:
+    """The asynqmon binary of this release (`go install github.com/hibiken/asynqmon/cmd/asynqmon@<version>`,
+    UI included), installed once into the cache folder. Raises GoPeerUnavailable when it cannot be built."""
+    return _cached(cache_dir() / f"asynqmon-{version}" / "asynqmon", f"asynqmon {version}",
+                   lambda go, work: [go, "install", f"github.com/hibiken/asynqmon/cmd/asynqmon@{version}"],
+                   timeout=timeout)
+
+
+def built_or_skip(make: Callable[[], Path], what: str) -> Path:
+    """make()'s binary; when it cannot be built the test skips, saying why, or fails when ASYNQPY_REQUIRE_GO
+    is set (CI, where Go is on the machine and a broken build must not pass unseen)."""
+    import pytest  # only the tests' fixtures call this
+
+    try:
+        return make()
+    except GoPeerUnavailable as exc:
+        if os.environ.get("ASYNQPY_REQUIRE_GO"):
+            pytest.fail(f"{what} unavailable: {exc}")
+        pytest.skip(f"{what} unavailable: {exc}")

@@ -18,3 +18,11 @@ local function count_totals(totals, n)
     end
   end
 end
+
+-- n tasks processed (none failed): the day's and the all-time counters.
+local function count_processed(daily, total, n, expire_at)
+  if n > 0 then
+    count_daily(daily, n, expire_at)
+    count_totals({total}, n)
+  end
+end

@@ -4,26 +4,18 @@
 -- ARGV[3..] pairs: task id, unique-lock key ('' = none)
 -- returns the ids no longer held by this worker (not in lease), which were left alone
 -- #include _stats.lua
+-- #include _finish.lua
 local lost = {}
 local n = 0
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  if redis.call("ZREM", KEYS[2], id) == 0 then
-    lost[#lost + 1] = id
-  else
-    redis.call("LREM", KEYS[1], 0, id)
+  if leave_active(KEYS[1], KEYS[2], id, "") then
     redis.call("DEL", ARGV[2] .. id)
-    if ARGV[i + 1] ~= "" then
-      local ukey = ARGV[i + 1]
-      if redis.call("GET", ukey) == id then
-        redis.call("DEL", ukey)
-      end
-    end
+    release_unique(ARGV[i + 1], id)
     n = n + 1
+  else
+    lost[#lost + 1] = id
   end
 end
-if n > 0 then
-  count_daily(KEYS[3], n, ARGV[1])
-  count_totals({KEYS[4]}, n)
-end
+count_processed(KEYS[3], KEYS[4], n, ARGV[1])
 return lost

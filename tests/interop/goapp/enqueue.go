@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"time"
 
@@ -77,10 +78,7 @@ func (s *taskSpec) task() (*asynq.Task, error) {
 		}
 		payload = b
 	}
-	if s.Headers != nil {
-		return asynq.NewTaskWithHeaders(s.Type, payload, s.Headers), nil
-	}
-	return asynq.NewTask(s.Type, payload), nil
+	return newTask(s.Type, payload, s.Headers)
 }
 
 func errorKind(err error) string {
@@ -94,9 +92,11 @@ func errorKind(err error) string {
 	}
 }
 
-// runEnqueue reads a JSON list of taskSpec from stdin and prints one line per task:
+// enqueueCommand reads a JSON list of taskSpec from stdin and prints one line per task:
 // the TaskInfo with "event":"enqueued", or "event":"enqueue_error" with error and kind.
-func runEnqueue(opt asynq.RedisClientOpt) {
+func enqueueCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
+	fs.Parse(args)
+	opt := common.connOpt()
 	var specs []taskSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&specs); err != nil {
 		fail("read specs: %v", err)

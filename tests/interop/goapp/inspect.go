@@ -28,10 +28,12 @@ func registerInspectFlags(fs *flag.FlagSet) *[]string {
 	return &lookups
 }
 
-// runInspect prints one JSON object: queues, per_queue (info, today, every state's tasks, groups),
+// inspectCommand prints one JSON object: queues, per_queue (info, today, every state's tasks, groups),
 // servers with active workers, scheduler entries with their enqueue events, and the --task lookups.
-func runInspect(opt asynq.RedisClientOpt, lookups []string) {
-	insp := asynq.NewInspector(opt)
+func inspectCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
+	lookups := registerInspectFlags(fs)
+	fs.Parse(args)
+	insp := asynq.NewInspector(common.connOpt())
 	defer insp.Close()
 	queues := must(insp.Queues())
 	sort.Strings(queues)
@@ -48,7 +50,7 @@ func runInspect(opt asynq.RedisClientOpt, lookups []string) {
 		"per_queue":         perQueue,
 		"servers":           servers,
 		"scheduler_entries": schedulerEntries(insp),
-		"tasks":             lookupTasks(insp, lookups),
+		"tasks":             lookupTasks(insp, *lookups),
 	})
 }
 

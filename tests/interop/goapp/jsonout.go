@@ -8,7 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// The JSON shapes below use the field names of /work/shared/vectors/README.md, so Go's view and
+// The JSON shapes below use the field names of tests/inspector/vectors/data/README.md, so Go's view and
 // asynqpy's Inspector can be compared key by key. Zero times are null; durations are seconds.
 
 // timeOrNil turns Go's zero time into JSON null.
@@ -46,7 +46,7 @@ func taskJSON(t *asynq.TaskInfo) map[string]any {
 		"is_orphaned":     t.IsOrphaned,
 		"retention_s":     t.Retention.Seconds(),
 		"completed_at":    timeOrNil(t.CompletedAt),
-		"headers":         t.Headers,
+		"headers":         infoHeaders(t),
 		"payload":         text(t.Payload),
 		"payload_b64":     b64(t.Payload),
 		"result":          text(t.Result),

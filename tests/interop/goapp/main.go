@@ -1,7 +1,10 @@
 // Command goapp is the Go side of asynqpy's interop tests: it enqueues, works and inspects
 // with the real github.com/hibiken/asynq, printing JSON that the Python tests compare against.
 //
-// Usage: goapp <enqueue|work|inspect> --redis host:port [--db N] [--password pw] [flags]
+// Usage: goapp <enqueue|work|inspect|version> --redis host:port [--db N] [--password pw] [flags]
+//
+// It builds against every asynq release from v0.23.0 on (tests/interop/goasynq.py): features that a release
+// lacks are behind build tags (compat_*.go), and `goapp version` says which release and features it has.
 package main
 
 import (
@@ -50,29 +53,27 @@ func fail(format string, args ...any) {
 	os.Exit(2)
 }
 
+// commands maps each subcommand to its function, which lives in a file of its own: adding a subcommand is
+// that file and one line here. A command registers its flags on fs, parses args and reads common after that.
+var commands = map[string]func(fs *flag.FlagSet, common *commonFlags, args []string){
+	"enqueue": enqueueCommand,
+	"work":    workCommand,
+	"inspect": inspectCommand,
+	"version": versionCommand,
+	"typed":   typedCommand,
+}
+
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: goapp <enqueue|work|inspect> [flags]")
+		fail("usage: goapp <subcommand> [flags] (subcommands: enqueue, work, inspect, version, ...)")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
+	run, ok := commands[cmd]
+	if !ok {
+		fail("unknown subcommand %q", cmd)
+	}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	var common commonFlags
 	common.register(fs)
-	switch cmd {
-	case "enqueue":
-		fs.Parse(args)
-		runEnqueue(common.connOpt())
-	case "work":
-		wf := registerWorkFlags(fs)
-		fs.Parse(args)
-		runWork(common.connOpt(), wf)
-	case "inspect":
-		lookups := registerInspectFlags(fs)
-		fs.Parse(args)
-		runInspect(common.connOpt(), *lookups)
-	case "typed":
-		typedCommand(fs, &common, args)
-	default:
-		fail("unknown subcommand %q", cmd)
-	}
+	run(fs, &common, args)
 }

@@ -78,26 +78,30 @@ func callJSON(ctx context.Context, t *asynq.Task) map[string]any {
 	maxRetry, _ := asynq.GetMaxRetry(ctx)
 	deadline, _ := ctx.Deadline()
 	return map[string]any{
-		"id": id, "type": t.Type(), "payload_b64": b64(t.Payload()), "headers": t.Headers(),
+		"id": id, "type": t.Type(), "payload_b64": b64(t.Payload()), "headers": taskHeaders(t),
 		"queue": queue, "retry_count": retried, "max_retry": maxRetry,
 		"deadline_unix": float64(deadline.UnixNano()) / 1e9,
+		"started_unix":  float64(time.Now().UnixNano()) / 1e9,
 	}
 }
 
-// runWork runs a Go asynq.Server until --expect handler calls have returned (and their results
+// workCommand runs a Go asynq.Server until --expect handler calls have returned (and their results
 // are written), or --duration has passed, printing one JSON line per handler call.
-func runWork(opt asynq.RedisClientOpt, wf *workFlags) {
+func workCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
+	wf := registerWorkFlags(fs)
+	fs.Parse(args)
 	delay := seconds(*wf.retryDelayS)
-	srv := asynq.NewServer(opt, asynq.Config{
+	cfg := asynq.Config{
 		Concurrency:              *wf.concurrency,
 		Queues:                   parseQueues(*wf.queues),
 		StrictPriority:           *wf.strict,
 		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return delay },
 		DelayedTaskCheckInterval: seconds(*wf.forwardS),
-		TaskCheckInterval:        100 * time.Millisecond,
 		ShutdownTimeout:          3 * time.Second,
 		LogLevel:                 asynq.WarnLevel,
-	})
+	}
+	setTaskCheckInterval(&cfg, 100*time.Millisecond)
+	srv := asynq.NewServer(common.connOpt(), cfg)
 	var calls atomic.Int64
 	enough := make(chan struct{})
 	handler := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {

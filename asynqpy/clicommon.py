@@ -1,0 +1,120 @@
+"""What every `asynqpy` command shares: the common options (before or after the subcommand) and how a command
+ends on an error (one line for ours, a traceback for a bug or for the user's own code; --debug shows all)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+
+import redis
+
+from asynqpy.devstate import choose_redis_url
+from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError
+
+DEBUG_ENV = "ASYNQPY_DEBUG"
+
+
+def add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """--redis-url, --json and --debug. On the top-level parser they have defaults; on a subcommand they are
+    SUPPRESSed unless given, so `asynqpy --json stats` and `asynqpy stats --json` both work."""
+    have = parser._option_string_actions  # an option a command defines itself is kept, with its help
+    kw: dict[str, object] = {} if top else {"default": argparse.SUPPRESS}
+    if not top:
+        for opt in ("--redis-url", "--json", "--debug"):
+            if opt in have and have[opt].default in (None, False):
+                have[opt].default = argparse.SUPPRESS  # so `asynqpy --json CMD` is not undone by CMD's default
+    if "--redis-url" not in have:
+        parser.add_argument("--redis-url", metavar="URL", **kw,  # type: ignore[arg-type]
+                            help="the Redis to use (default: $ASYNQPY_REDIS_URL, $REDIS_URL, the server of "
+                                 "`asynqpy dev`/`asynqpy redis` found from this directory upwards, "
+                                 "then redis://127.0.0.1:6379/0)")
+    if "--json" not in have:
+        parser.add_argument("--json", action="store_true", **kw,  # type: ignore[arg-type]
+                            help="print JSON, for scripts")
+    if "--debug" not in have:
+        parser.add_argument("--debug", action="store_true", **kw,  # type: ignore[arg-type]
+                            help=f"debug logging, and a traceback with every error (or set {DEBUG_ENV}=1)")
+
+
+def subparsers_of(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every parser below this one, depth first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                yield sub
+                yield from subparsers_of(sub)
+
+
+def add_common_everywhere(parser: argparse.ArgumentParser) -> None:
+    add_common(parser, top=True)
+    for sub in subparsers_of(parser):
+        add_common(sub, top=False)
+
+
+def debugging(args: argparse.Namespace | None = None) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def where_redis(args: argparse.Namespace) -> str:
+    """How the Redis URL of this command was chosen (for a failed connection's message)."""
+    if getattr(args, "redis_url", None):
+        return "given with --redis-url"
+    return choose_redis_url().source
+
+
+def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run a command's func and turn what it raises into an exit code and a message on stderr.
+
+    UsageError: one line, exit 2. Our other errors (AsynqError) and Redis being unreachable: one line, exit 1.
+    Anything else is a bug (ours, or in the user's handler module): its traceback, exit 1. --debug (or
+    ASYNQPY_DEBUG=1) prints the traceback of every error.
+    """
+    try:
+        return int(func(args) or 0)
+    except BrokenPipeError:  # e.g. `asynqpy stats | head`: the reader left, which is not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        return report(exc, args)
+
+
+def report(exc: Exception, args: argparse.Namespace) -> int:
+    """Print exc as the CLI does (see run_guarded) and return the exit code."""
+    debug = debugging(args)
+    if isinstance(exc, (RedisUnavailableError, redis.ConnectionError, redis.TimeoutError)):
+        if debug:
+            traceback.print_exception(exc)
+        print(f"asynqpy: {_unavailable(exc, args)}", file=sys.stderr)
+        return 1
+    if isinstance(exc, AsynqError):
+        if debug:
+            traceback.print_exception(exc)
+        print(f"asynqpy: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, UsageError) else 1
+    traceback.print_exception(exc)
+    print(f"asynqpy: the command failed with the error above ({type(exc).__name__})", file=sys.stderr)
+    return 1
+
+
+def _unavailable(exc: Exception, args: argparse.Namespace) -> str:
+    if isinstance(exc, RedisUnavailableError):
+        text = str(exc)
+    else:
+        url = getattr(args, "redis_url", None) or choose_redis_url().url
+        text = f"cannot reach Redis at {mask(url)}: {exc}"
+    return f"{text} (the URL was {where_redis(args)})"
+
+
+def mask(url: str) -> str:
+    """The URL without its password."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        creds, _, host = rest.rpartition("@")
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user + ':***' if ':' in creds else user}@{host}"
+    return url

