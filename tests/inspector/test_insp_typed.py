@@ -74,7 +74,7 @@ def test_cli_imports_tasks_modules(redis_url: str, unregistered: None, capsys: p
     assert main(["task", "info", "billing", info.id, "--redis-url", redis_url, "--tasks", MODULE]) == 0
     out = capsys.readouterr().out
     assert "payload (call, " in out and "send_invoice(customer='ACME', due='2026-04-01', lines=[])" in out
-    assert main(["task", "info", "billing", info.id, "--redis-url", redis_url, "--tasks", "no_such_mod"]) == 1
+    assert main(["task", "info", "billing", info.id, "--redis-url", redis_url, "--tasks", "no_such_mod"]) == 2
     assert "cannot import the tasks module 'no_such_mod'" in capsys.readouterr().err
 
     typed._REGISTRY.pop("insp:invoice", None)
