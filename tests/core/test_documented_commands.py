@@ -15,7 +15,9 @@ from asynqpy.clicommon import subparsers_of
 from tests.core.procs import Proc, run
 from tests.core.readme import README, asynqpy_commands, blocks, section
 
-LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid"}
+LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid", "exporter": "serving http"}
+# What a long-running command gets besides what the docs show: a free port, and the test server.
+EXTRA: dict[str, list[str]] = {"dev": ["--port", "0"], "redis": ["--port", "0"], "exporter": ["--bind", "127.0.0.1:0"]}
 PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats"}
 
 
@@ -59,7 +61,7 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
         argv = [PLACEHOLDERS.get(a, a) for a in argv]
         kind = argv[0] if argv else ""
         if kind in LONG_RUNNING:
-            extra = ["--port", "0"] if kind in ("dev", "redis") else ["--redis-url", redis_url]
+            extra = EXTRA.get(kind, []) + ([] if kind in ("dev", "redis") else ["--redis-url", redis_url])
             cwd = tmp_path / f"run-{kind}"
             cwd.mkdir(exist_ok=True)
             if kind == "worker":

@@ -11,6 +11,7 @@ import redis
 
 from asynqpy import Client, RevokeTask, ServeMux, SkipRetry, Task
 from asynqpy.config import ServerConfig
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.outcome import TaskOutcome
 from asynqpy.rdb import keys
 from tests.helpers import running, wait_for
@@ -73,6 +74,6 @@ def test_each_outcome_is_reported_once_with_times(redis_url: str, r: redis.Redis
 
 
 def test_outcome_hooks_must_be_callables() -> None:
-    with pytest.raises(TypeError, match="outcome_hooks"):
+    with pytest.raises(InvalidArgumentError, match="outcome_hooks"):
         ServerConfig(outcome_hooks=("nope",))  # type: ignore[arg-type]
     assert ServerConfig(outcome_hooks=[print]).outcome_hooks == (print,)  # type: ignore[arg-type]

@@ -56,11 +56,12 @@ func fail(format string, args ...any) {
 // commands maps each subcommand to its function, which lives in a file of its own: adding a subcommand is
 // that file and one line here. A command registers its flags on fs, parses args and reads common after that.
 var commands = map[string]func(fs *flag.FlagSet, common *commonFlags, args []string){
-	"enqueue": enqueueCommand,
-	"work":    workCommand,
-	"inspect": inspectCommand,
-	"version": versionCommand,
-	"typed":   typedCommand,
+	"enqueue":  enqueueCommand,
+	"work":     workCommand,
+	"inspect":  inspectCommand,
+	"version":  versionCommand,
+	"schedule": runSchedule,
+	"typed":    typedCommand,
 }
 
 func main() {
