@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from datetime import date
 
 import pytest
 
 from asynqpy import Client, ServeMux, Task, TaskState, typed
+from asynqpy.scheduler import Scheduler
 from inspector.api import Inspector
 from inspector.cli import main
 from inspector.display import preview, view
@@ -84,3 +88,24 @@ def test_cli_imports_tasks_modules(redis_url: str, unregistered: None, capsys: p
     assert main(["task", "ls", "billing", "--redis-url", redis_url, "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["tasks"]
     assert row["payload"]["kind"] == "call" and row["payload"]["text"].startswith("send_invoice(")
+
+
+def test_cron_ls_shows_a_typed_entry_as_its_call(redis_url: str, unregistered: None,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    mod = importlib.import_module(MODULE)
+    s = Scheduler(redis_url)
+    t = mod.send_invoice
+    s.register("@every 1h", t.to_task("ACME", date(2026, 4, 1), []), t.defaults)
+    thread = threading.Thread(target=lambda: asyncio.run(s.arun()))
+    thread.start()
+    try:
+        with Inspector(redis_url) as insp:
+            deadline = time.monotonic() + 10
+            while not insp.scheduler_entries() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert main(["cron", "ls", "--redis-url", redis_url]) == 0
+    finally:
+        s.stop()
+        thread.join(10)
+    row = capsys.readouterr().out.splitlines()[1]
+    assert "insp:invoice" in row and "send_invoice(customer='ACME', due='2026-" in row
