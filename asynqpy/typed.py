@@ -93,7 +93,7 @@ class TypedTask(Generic[P, R]):
         self.fn = fn
         self.type = task_type
         self.defaults = defaults
-        self.name: str = getattr(fn, "__qualname__", getattr(fn, "__name__", task_type))
+        self.name: str = getattr(fn, "__name__", task_type)  # in messages and the call form
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__wrapped__ = fn
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -248,7 +248,7 @@ class TypedTask(Generic[P, R]):
             return None
         if not isinstance(obj, dict):
             return None
-        name = self.name.rsplit(".", 1)[-1]
+        name = self.name
         parts = [f"{k}={v!r}" for k, v in obj.items()]
         one_line = f"{name}({', '.join(parts)})"
         if not pretty or len(one_line) <= 88 or not parts:
