@@ -35,15 +35,23 @@ def module(name: str, code: str) -> types.ModuleType:
 
 @pytest.fixture
 def clean_modules() -> Iterator[None]:
+    saved = {name: sys.modules.get(name) for name in ("app", "app.tasks")}
     yield
-    for name in ("tasks", "readme_versions"):
-        sys.modules.pop(name, None)
+    sys.modules.pop("readme_versions", None)
+    for name, mod in saved.items():
+        if mod is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = mod
 
 
 def test_tasks_module_and_producer(redis_url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str],
                                    clean_modules: None) -> None:
     tasks_code, producer, _ = section_blocks()
-    tasks = module("tasks", tasks_code)
+    app = types.ModuleType("app")
+    app.__path__ = []  # a package, as app/ is
+    sys.modules["app"] = app
+    tasks = module("app.tasks", tasks_code)
     exec(producer.replace("redis://localhost:6379/0", redis_url), {})
     assert capsys.readouterr().out == "too - send_welcome() got an unexpected argument 'too'\n"
     assert tasks.outbox == ["Welcome, there <test@example.com>"]  # the plain call
