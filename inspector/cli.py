@@ -135,6 +135,8 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
         p.add_argument("--all", action="store_true", help="every task in --state (asks first unless --yes)")
         p.add_argument("--state", choices=STATES, help="the state, with --all")
         p.add_argument("--group", help="one group only, with --all --state aggregating")
+        p.add_argument("--rate", type=float, help="with --all: tasks per second, as a background job with a progress "
+                                                  "bar (the dashboard shows it too; Ctrl-C cancels)")
         _confirm(p)
     _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument(
         "task_id", help="the id of a running task")

@@ -250,6 +250,14 @@ def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
         n = insp.queue_info(args.queue, memory=False).count(state)
     where = f"group {args.group!r} of queue {args.queue!r}" if args.group else f"queue {args.queue!r}"
     confirm(f"{action} all {n} {state.value} tasks in {where}?", args)
+    if getattr(args, "rate", None) is not None:
+        from inspector.progress import run_with_progress
+
+        job = run_with_progress(insp, action, args.queue, state, rate=args.rate, group=args.group or "")
+        return Out({"queue": args.queue, "state": state.value, "action": action, "count": job.changed,
+                    "job": job.id, "status": job.status},
+                   f"{job.changed} {state.value} tasks {PAST[action]} (job {job.id} {job.status})",
+                   ok=job.status == "done")
     moved = getattr(insp, f"{action}_all")(args.queue, state, group=args.group)
     return Out({"queue": args.queue, "state": state.value, "action": action, "count": moved},
                f"{moved} {state.value} tasks {PAST[action]}")

@@ -195,6 +195,7 @@ class Scheduler:
             now = self.clock.now()
             for e in self._snapshot():
                 await self._start_entry(runner, e, now)
+            log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
             next_beat = now
             while not self._stopping and not (until and until()):
                 self._wake.clear()

@@ -15,10 +15,11 @@ from asynqpy.clicommon import subparsers_of
 from tests.core.procs import Proc, run
 from tests.core.readme import README, asynqpy_commands, blocks, section
 
-LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid", "exporter": "serving http"}
+LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid", "exporter": "serving http",
+                "scheduler": "started: "}
 # What a long-running command gets besides what the docs show: a free port, and the test server.
 EXTRA: dict[str, list[str]] = {"dev": ["--port", "0"], "redis": ["--port", "0"], "exporter": ["--bind", "127.0.0.1:0"]}
-PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats"}
+PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats", "ENTRY_ID": "no-such-entry"}
 
 
 def help_texts() -> str:
@@ -55,6 +56,9 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
     app = next(body for lang, body in blocks(section("Quick start")) if body.startswith("# app/tasks.py"))
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "tasks.py").write_text(app)  # the module the worker commands name
+    cron = section("Scheduler: periodic tasks")  # app/cron.py and cron.yaml, for the scheduler commands
+    (tmp_path / "app" / "cron.py").write_text(next(b for lang, b in blocks(cron) if lang == "python"))
+    (tmp_path / "cron.yaml").write_text(next(b for lang, b in blocks(cron) if lang == "yaml"))
     failures = []
     for command in commands:
         argv = shlex.split(command.replace("3f0c...", task_id))[1:]
@@ -64,7 +68,7 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
             extra = EXTRA.get(kind, []) + ([] if kind in ("dev", "redis") else ["--redis-url", redis_url])
             cwd = tmp_path / f"run-{kind}"
             cwd.mkdir(exist_ok=True)
-            if kind == "worker":
+            if kind in ("worker", "scheduler"):
                 cwd = tmp_path
             with Proc.asynqpy(*argv, *extra, cwd=cwd) as p:
                 try:

@@ -197,7 +197,7 @@ def test_cli_runs_until_sigterm_and_removes_its_entries(how: str, tmp_path: Path
     ([], "either APP"),
     (["--config", "missing.yaml"], "missing.yaml: cannot read"),
     (["--config", "cron.yaml", "--redis-url", "redis://:secret@127.0.0.1:1/0"],
-     "scheduler cannot reach Redis at redis://:***@127.0.0.1:1/0"),
+     "cannot reach Redis at redis://:***@127.0.0.1:1/0"),
 ])
 def test_cli_errors_are_one_line(args: list[str], words: str, tmp_path: Path, redis_url: str) -> None:
     (tmp_path / "cron.yaml").write_text('configs:\n  - {cronspec: "@daily", task_type: t}\n')
