@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Literal
@@ -58,6 +60,12 @@ class Customer(pydantic.BaseModel):
 
 ID = UUID("2f1d3c4b-5a69-4788-9aab-bccddeeff001")
 DUE = datetime(2026, 3, 1, 9, 30, 0, 120000, tzinfo=timezone(timedelta(hours=2)))
+
+
+def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
+    """asyncio.run in a thread of its own (a loop may be running in this one, e.g. Playwright's)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def make_mux() -> tuple[ServeMux, dict[str, TypedTask[Any, Any]]]:
@@ -199,7 +207,7 @@ def test_a_function_parameter_named_like_an_option_or_the_client_is_not_shadowed
 def test_direct_call_runs_the_function() -> None:
     _, t = make_mux()
     assert t["welcome"]("ada@example.com", name="Ada") == "Welcome, Ada <ada@example.com>"
-    assert asyncio.run(t["invoice"](ID, Decimal(1), DUE, Tier.PRO, Level.LOW, Address("x", []))) is None
+    assert run_async(t["invoice"](ID, Decimal(1), DUE, Tier.PRO, Level.LOW, Address("x", []))) is None
     assert t["welcome"].__wrapped__.__name__ == "send_welcome"
 
 
@@ -299,7 +307,7 @@ def test_worker_runs_sync_and_async_typed_tasks_with_converted_arguments(redis_u
         async def produce() -> None:
             async with AsyncClient(redis_url) as ac:
                 await async_job.enqueue_async(ac, customer=cust, address=Address("Rome", [Line("s", 1)]))
-        asyncio.run(produce())
+        run_async(produce())
     assert (info.queue, info.max_retry, info.type) == ("critical", 3, "typed:sync")
     with running(redis_url, mux, queues={"critical": 1, "default": 1}):
         wait_for(lambda: len(got) == 2, what="two typed calls")
