@@ -111,6 +111,13 @@ class NotDurableError(AsynqError):
     """A durable write reached the primary but too few replicas confirmed it in time (Redis WAIT)."""
 
 
+class HandlerNotFound(Exception):
+    """No handler for the task type (retried, as asynq does); stored as asynq's text so Go tools read it alike."""
+
+    def __init__(self, task_type: str) -> None:
+        super().__init__(f'handler not found for task "{task_type}"')
+
+
 class SkipRetry(Exception):
     """Raise from a handler to archive the task at once, without further retries."""
 

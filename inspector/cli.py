@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from asynqpy import typed
 from asynqpy.clicommon import add_common, mask, run_guarded
 from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
@@ -45,6 +46,8 @@ def _common() -> argparse.ArgumentParser:
     add_common(p, top=False)
     p.add_argument("--cluster", action="store_true", default=argparse.SUPPRESS,
                    help="the URL names Redis Cluster seed nodes (same as redis+cluster://)")
+    p.add_argument("--tasks", default=argparse.SUPPRESS, metavar="MODULES",
+                   help="modules (a,b) whose typed tasks' payloads are shown as calls (default: $ASYNQPY_TASKS)")
     return p
 
 
@@ -148,6 +151,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     Errors are raised to the caller (asynqpy.clicommon.run_guarded turns them into one line and an exit code).
     """
     url = getattr(args, "redis_url", None) or default_redis_url()
+    typed.import_tasks(getattr(args, "tasks", ""))
     try:
         if getattr(args, "cluster", False):
             url = cluster_url(url)

@@ -12,9 +12,10 @@ from asynqpy.task import TaskInfo, TaskState
 
 @dataclass(frozen=True)
 class PayloadView:
-    """Bytes made readable: kind is empty, json (pretty), text or hex; size is the full size in bytes."""
+    """Bytes made readable: kind is empty, json (pretty), text, hex, or call (a typed task's payload as the
+    call it stands for, when its type is registered in this process); size is the full size in bytes."""
 
-    kind: Literal["empty", "json", "text", "hex"]
+    kind: Literal["empty", "json", "text", "hex", "call"]
     text: str
     size: int
     truncated: bool

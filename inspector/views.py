@@ -11,7 +11,7 @@ from typing import Any
 from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
 from asynqpy.task import TaskInfo, TaskState
 from inspector.api import Inspector
-from inspector.display import span
+from inspector.display import preview, span
 from inspector.models import Finding, QueueInfo, TaskRecord
 from inspector.textout import cell, pairs, size, table, when
 
@@ -293,8 +293,8 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     if not entries:
         return Out(entries, "no live scheduler entries")
     now = insp.now()
-    rows = [[e.id, e.spec, e.task_type, cell(e.task_payload.decode("utf-8", "replace"))[:40], " ".join(e.opts),
-             when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
+    rows = [[e.id, e.spec, e.task_type, cell(preview(e.task_payload, task_type=e.task_type).text)[:40],
+             " ".join(e.opts), when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
     return Out(entries, table(["ID", "SPEC", "TYPE", "PAYLOAD", "OPTIONS", "NEXT", "PREVIOUS"], rows))
 
 

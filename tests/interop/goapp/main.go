@@ -65,6 +65,7 @@ var commands = map[string]func(fs *flag.FlagSet, common *commonFlags, args []str
 	"version":  versionCommand,
 	"schedule": runSchedule,
 	"cluster":  clusterCommand,
+	"typed":    typedCommand,
 }
 
 func main() {
