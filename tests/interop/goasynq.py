@@ -36,7 +36,8 @@ class GoPeerError(RuntimeError):
 VERSIONS = ("v0.23.0", "v0.24.1", "v0.25.1", "v0.26.0")
 LATEST = VERSIONS[-1]
 # Build tags for what a release has that older ones lack (see goapp/compat_*.go).
-TAGS = {"v0.23.0": "", "v0.24.1": "", "v0.25.1": "asynq_v025", "v0.26.0": "asynq_v025,asynq_v026"}
+TAGS = {"v0.23.0": "", "v0.24.1": "asynq_v024", "v0.25.1": "asynq_v024,asynq_v025",
+        "v0.26.0": "asynq_v024,asynq_v025,asynq_v026"}
 # Where built binaries are kept between runs (one folder per release and source hash).
 CACHE_ENV = "ASYNQPY_GO_CACHE"
 # A comma-separated subset of VERSIONS for the version matrix (CI's second pass runs only the latest).

@@ -30,17 +30,15 @@ func runSchedule(fs *flag.FlagSet, common *commonFlags, args []string) {
 	if err != nil {
 		fail("location: %v", err)
 	}
-	s := asynq.NewScheduler(common.connOpt(), &asynq.SchedulerOpts{
-		Location: loc,
-		LogLevel: asynq.WarnLevel,
-		PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
-			if err != nil {
-				emit(map[string]any{"event": "enqueue_error", "error": err.Error()})
-				return
-			}
-			emit(map[string]any{"event": "enqueued", "task_id": info.ID, "queue": info.Queue})
-		},
+	sopts := &asynq.SchedulerOpts{Location: loc, LogLevel: asynq.WarnLevel}
+	onSchedulerEnqueue(sopts, func(info *asynq.TaskInfo, err error) {
+		if err != nil {
+			emit(map[string]any{"event": "enqueue_error", "error": err.Error()})
+			return
+		}
+		emit(map[string]any{"event": "enqueued", "task_id": info.ID, "queue": info.Queue})
 	})
+	s := asynq.NewScheduler(common.connOpt(), sopts)
 	opts := []asynq.Option{asynq.Queue(f.queue)}
 	if f.maxRetry >= 0 {
 		opts = append(opts, asynq.MaxRetry(f.maxRetry))
