@@ -288,7 +288,7 @@ class Inspector:
         return samples.claim(self._ctx, interval)
 
     def record_size_sample(self, infos: Sequence[QueueInfo], *, keep: int = samples.DEFAULT_KEEP) -> None:
-        """Push one queue-size sample into the capped list asynqpy:sizes."""
+        """Push one queue-size sample into the capped list asynqpy:{sizes}."""
         samples.record(self._ctx, infos, keep=keep)
 
     def size_samples(self, *, since: float | None = None, totals: bool = False) -> list[samples.SizeSample]:

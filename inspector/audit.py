@@ -1,9 +1,9 @@
-"""The tamper-evident audit log: hash-chained records in the capped Redis stream asynqpy:audit.
+"""The tamper-evident audit log: hash-chained records in the capped Redis stream asynqpy:{audit}.
 
 Each record is one stream entry whose field ``r`` holds the record as canonical JSON (sorted keys, no spaces).
 A record carries ``seq`` (1, 2, 3, ... across the log's life), ``prev`` (the hash of the record before it,
 "" for the first) and ``hash`` (SHA-256 of the canonical JSON of every other field). The head of the chain
-(hash, seq and stream id of the newest record) is kept in asynqpy:audit:head, and a record is appended by
+(hash, seq and stream id of the newest record) is kept in asynqpy:{audit}:head, and a record is appended by
 one Lua script that checks the head is still the one it was hashed against, so concurrent writers (every
 gunicorn worker) build one chain. ``verify()`` walks the stream and names the first record that was edited,
 removed or reordered; the oldest records trimmed by the cap (XADD MAXLEN) are not a break.
@@ -28,8 +28,8 @@ from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableErr
 from asynqpy.rdb.scripts import Call, SyncRunner
 from inspector.scripts import script
 
-STREAM = "asynqpy:audit"
-HEAD = "asynqpy:audit:head"
+STREAM = "asynqpy:{audit}"
+HEAD = "asynqpy:{audit}:head"
 DEFAULT_CAP = 100_000
 MAX_IDS = 100  # task ids kept in one record; the count says how many there were
 MAX_DETAIL = 2000

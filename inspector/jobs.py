@@ -1,6 +1,6 @@
 """Background jobs that replay, archive or delete every task of a state in chunks, at a chosen rate.
 
-A job's state is a Redis hash under asynqpy:job:<id> (listed, newest first, in asynqpy:jobs), so any
+A job's state is a Redis hash under asynqpy:{jobs}:job:<id> (listed, newest first, in asynqpy:{jobs}), so any
 dashboard process, or the CLI, can show its progress and cancel it. The process that started a job runs it
 (`run`), one bounded chunk per script call, sleeping between chunks to keep to the rate.
 """
@@ -18,8 +18,8 @@ from asynqpy.task import TaskState
 from inspector import actions
 from inspector.context import Ctx, check_queue_name, check_state, state_source, text
 
-JOBS_KEY = "asynqpy:jobs"
-JOB_PREFIX = "asynqpy:job:"
+JOBS_KEY = "asynqpy:{jobs}"
+JOB_PREFIX = "asynqpy:{jobs}:job:"
 KEEP_JOBS = 100
 JOB_TTL = 7 * 86400
 MAX_CHUNK = 500

@@ -14,10 +14,10 @@ from typing import Any
 from inspector.context import Ctx
 from inspector.models import QueueInfo
 
-SAMPLES_KEY = "asynqpy:sizes"
-TOTALS_KEY = "asynqpy:sizes:total"  # the same samples summed over queues: what the overview's chart reads
+SAMPLES_KEY = "asynqpy:{sizes}"
+TOTALS_KEY = "asynqpy:{sizes}:total"  # the same samples summed over queues: what the overview's chart reads
 TOTAL = "*"  # the queue name of a totals sample
-SLOT_KEY = "asynqpy:sizes:slot"
+SLOT_KEY = "asynqpy:{sizes}:slot"
 STATES = ("pending", "active", "scheduled", "retry", "archived")
 DEFAULT_KEEP = 360
 

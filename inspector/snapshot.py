@@ -18,8 +18,8 @@ from inspector import cluster, reader
 from inspector.context import Ctx, from_unix
 from inspector.models import QueueInfo
 
-SNAPSHOT_KEY = "asynqpy:snapshot:queues"
-LOCK_KEY = "asynqpy:snapshot:queues:lock"
+SNAPSHOT_KEY = "asynqpy:{snapshot}:queues"
+LOCK_KEY = "asynqpy:{snapshot}:queues:lock"
 KEEP = 60  # seconds the stored snapshot lives: askers with a longer max_age may still use it
 LOCK_TTL_MS = 5000  # a taker that died mid-way blocks the others this long at most
 WAIT_FOR_TAKER = 2.0  # seconds an asker waits for another process's snapshot before taking its own

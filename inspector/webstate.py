@@ -1,8 +1,8 @@
 """The dashboard's server-side state in Redis: login sessions and failed-login counters, shared by every app process.
 
-Sessions live in asynqpy:web:session:<id> (a hash: user, created, seen) with the idle timeout as TTL, so
+Sessions live in asynqpy:{web}:session:<id> (a hash: user, created, seen) with the idle timeout as TTL, so
 logging out (deleting the key) ends the session everywhere and a copied cookie stops working. Failed logins
-are counted per account and per address in asynqpy:web:throttle:<kind>:<key>, each in a window that starts
+are counted per account and per address in asynqpy:{web}:throttle:<kind>:<key>, each in a window that starts
 with its first failure. webui reaches both through these classes; it never imports redis.
 """
 
@@ -21,9 +21,9 @@ from asynqpy.rdb.scripts import Call, SyncRunner
 from inspector.audit import redis_errors
 from inspector.scripts import script
 
-SESSION_PREFIX = "asynqpy:web:session:"
-USER_SESSIONS_PREFIX = "asynqpy:web:user-sessions:"
-THROTTLE_PREFIX = "asynqpy:web:throttle:"
+SESSION_PREFIX = "asynqpy:{web}:session:"
+USER_SESSIONS_PREFIX = "asynqpy:{web}:user-sessions:"
+THROTTLE_PREFIX = "asynqpy:{web}:throttle:"
 
 
 @dataclass(frozen=True)

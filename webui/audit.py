@@ -2,7 +2,7 @@
 
 ``record(action, *, queue=None, task_ids=None, count=None, outcome, detail=None)`` fills in the time, the
 signed-in user and role, the browser's address and the request id; it writes one JSON line to the
-``asynqpy.audit`` logger and appends the record to the hash-chained stream asynqpy:audit (through
+``asynqpy.audit`` logger and appends the record to the hash-chained stream asynqpy:{audit} (through
 inspector.audit.AuditLog). outcome: a short word: "ok", "partial" (some of the tasks), "failed", "denied".
 Action names are an object and a verb, e.g. "task.run", "tasks.archive", "queue.pause"; auth writes "login",
 "login.failed" and "logout". When Redis is unavailable the JSON line still goes to the log (stored=false).

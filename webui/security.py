@@ -15,7 +15,7 @@ response headers, client addresses behind trusted proxies, request ids, and the 
   ASYNQPY_AUTH_DEFAULT_ROLE   role of a proxy user in no mapped group ("" = refused with 403)
   ASYNQPY_SESSION_IDLE, ASYNQPY_SESSION_MAX_AGE   seconds: 3600 and 43200
   ASYNQPY_LOGIN_MAX_PER_USER, _PER_ADDR, ASYNQPY_LOGIN_WINDOW   5 and 20 failed logins per 900 s
-  ASYNQPY_AUDIT_CAP       records kept in asynqpy:audit (100000)
+  ASYNQPY_AUDIT_CAP       records kept in asynqpy:{audit} (100000)
   ASYNQPY_SECURE_COOKIES  None: Secure when the request came over TLS; True/False to force it
   ASYNQPY_CLOCK           Unix-seconds clock (tests)
 

@@ -1,5 +1,5 @@
 -- Append one record to the audit stream if the chain's head is still the one the caller hashed against.
--- KEYS[1] the stream (asynqpy:audit), KEYS[2] the head hash (asynqpy:audit:head: hash, seq, id)
+-- KEYS[1] the stream (asynqpy:{audit}), KEYS[2] the head hash (asynqpy:{audit}:head: hash, seq, id)
 -- ARGV[1] the head hash the record names as prev ("" for the first record), ARGV[2] the stream's cap,
 -- ARGV[3] the record (canonical JSON), ARGV[4] its hash, ARGV[5] its seq
 -- Returns {1, stream id} when appended, {0, current head hash} when another writer got there first.

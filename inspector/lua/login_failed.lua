@@ -1,5 +1,5 @@
 -- Count one failed login against each throttle key, each in a window that starts with its first failure.
--- KEYS: the counters (asynqpy:web:throttle:user:<name>, asynqpy:web:throttle:addr:<address>)
+-- KEYS: the counters (asynqpy:{web}:throttle:user:<name>, asynqpy:{web}:throttle:addr:<address>)
 -- ARGV[1] the window in seconds
 -- Returns {count, ttl seconds} per key.
 local out = {}

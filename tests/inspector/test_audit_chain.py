@@ -172,4 +172,4 @@ def test_bad_arguments_and_redis_down() -> None:
         log.append("x", outcome="ok")
     with pytest.raises(RedisUnavailableError):
         log.verify()
-    assert HEAD.startswith("asynqpy:") and STREAM == "asynqpy:audit"
+    assert HEAD == "asynqpy:{audit}:head" and STREAM == "asynqpy:{audit}"  # one slot on a cluster

@@ -159,7 +159,7 @@ def test_size_samples_once_per_interval_across_gunicorn_workers(web: dict[str, A
     for _ in range(8):  # reach both workers, so each runs its sampler thread
         urllib.request.urlopen(web["base"] + "/login", timeout=5).read()
     time.sleep(4.5)
-    samples = [json.loads(x)["t"] for x in r.lrange("asynqpy:sizes", 0, -1)]
+    samples = [json.loads(x)["t"] for x in r.lrange("asynqpy:{sizes}", 0, -1)]
     slots = [int(t) for t in samples]  # ASYNQPY_SAMPLE_SECONDS=1: one slot per second
     assert 3 <= len(samples) <= 6 and len(set(slots)) == len(slots), samples
 
