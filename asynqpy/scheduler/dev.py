@@ -40,7 +40,7 @@ class SchedulerAddon:
             scheduler.stop()
             thread.join(10)
 
-        return RunningAddon(banner=[f"  Scheduler: {len(DEMO_ENTRIES)} demo cron entries (asynqpy cron ls)"],
+        return RunningAddon(banner=[f"Scheduler: {len(DEMO_ENTRIES)} demo cron entries (asynqpy cron ls)"],
                             stop=stop)
 
 
