@@ -19,8 +19,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("asynqpy")
 
-REGISTRATION_TTL = 1.0  # a dead worker's registration lapses this fast, so few tasks can be handed to it
-BLOCK = 0.25  # seconds per BLPOP, so that stopping never waits long
+# A dead worker's registration lapses this fast, so few tasks can be handed to it (they come back by lease
+# recovery). Renewing it is one ZADD per queue each half TTL: the bulk of an idle worker's cost to Redis.
+REGISTRATION_TTL = 4.0
+BLOCK = 1.0  # seconds per BLPOP (one command a second while idle); stopping waits at most this long
+PRUNE_EVERY = 60.0  # seconds between removals of long-dead registrations from the waiters sets
 
 
 class HandoffListener:
@@ -40,6 +43,7 @@ class HandoffListener:
         self.conn = aredis.Redis.from_url(rt.redis_url)
         self._stop = False
         self._registered_until = 0.0
+        self._pruned_at = 0.0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -88,11 +92,15 @@ class HandoffListener:
         await asyncio.sleep(0)  # let the handler start before this loop registers again
 
     async def _register(self, until: float) -> None:
+        prune = until - self._pruned_at > PRUNE_EVERY
         pipe = self.conn.pipeline(transaction=False)
         for q in self.queues:
             pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.exact(until)})
-            pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))  # long-dead ones
+            if prune:  # long-dead ones
+                pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))
         await pipe.execute()
+        if prune:
+            self._pruned_at = until
         self._registered_until = until
 
     async def _unregister(self) -> None:
