@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,19 +16,47 @@ from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, options_from
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
+from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo, TaskState
 from asynqpy.wire import TaskMessage
 
 
-def _info(msg: TaskMessage, opts: EnqueueOptions, now: float) -> TaskInfo:
+def _state(opts: EnqueueOptions, now: float) -> tuple[TaskState, datetime | None]:
     if opts.process_at > now:
-        state, nxt = TaskState.SCHEDULED, datetime.fromtimestamp(opts.process_at, tz=UTC)
-    elif opts.group:
-        state, nxt = TaskState.AGGREGATING, None
-    else:
-        state, nxt = TaskState.PENDING, datetime.fromtimestamp(now, tz=UTC)
-    return TaskInfo.from_message(msg, state, next_process_at=nxt)
+        return TaskState.SCHEDULED, datetime.fromtimestamp(opts.process_at, tz=UTC)
+    if opts.group:
+        return TaskState.AGGREGATING, None
+    return TaskState.PENDING, datetime.fromtimestamp(now, tz=UTC)
+
+
+class _Infos:
+    """TaskInfos of new tasks enqueued with the same options at the same time: what TaskInfo.from_message
+    gives for their messages, filled from a template (the hot path)."""
+
+    def __init__(self, opts: EnqueueOptions, now: float) -> None:
+        state, nxt = _state(opts, now)
+        self.template = {
+            "queue": opts.queue, "state": state, "max_retry": opts.max_retry, "retried": 0, "last_err": "",
+            "last_failed_at": None, "timeout": opts.timeout,
+            "deadline": datetime.fromtimestamp(opts.deadline, tz=UTC) if opts.deadline else None,
+            "group": opts.group, "next_process_at": nxt, "is_orphaned": False, "retention": opts.retention,
+            "completed_at": None, "result": None,
+        }
+
+    def make(self, task: Task, task_id: str) -> TaskInfo:
+        info = object.__new__(TaskInfo)
+        values = info.__dict__  # frozen: filled directly, with the values from_message would give
+        values.update(self.template)
+        values["id"] = task_id
+        values["type"] = task.type
+        values["payload"] = b"" if task.nil_payload else task.payload
+        values["headers"] = task.headers
+        return info
+
+
+def _info(task: Task, opts: EnqueueOptions, now: float) -> TaskInfo:
+    return _Infos(opts, now).make(task, opts.task_id)
 
 
 def message(task: Task, opts: EnqueueOptions) -> TaskMessage:
@@ -43,10 +70,10 @@ def _check_task(task: Task, argument: str) -> Task:
     return task
 
 
-def _prepare(task: Task, options: TaskOptions, now: float) -> tuple[TaskMessage, EnqueueOptions, Call[None]]:
+def _prepare(task: Task, options: TaskOptions, now: float) -> tuple[EnqueueOptions, Call[None]]:
     opts = options.resolve(now)
     msg = message(_check_task(task, "task"), opts)
-    return msg, opts, broker.enqueue(msg, opts, now=now)
+    return opts, broker.enqueue(msg, opts, now=now)
 
 
 # Producers register their queue in asynq:queues (asynq's rule). A client repeats the SADD at most this often
@@ -69,10 +96,11 @@ class _Registry:
 
 
 class _Batch:
-    """One enqueue_many: the messages, their Calls a chunk at a time, and each task's outcome.
+    """One enqueue_many: every task's packed command, sent a chunk at a time, and each task's outcome.
 
-    The options are checked and resolved once for the batch; each task only gets its own id. Only the last
-    Call of a chunk wakes idle workers, so a batch costs one wake-up per chunk.
+    The options are checked and resolved once for the batch; each task only gets its own id, message bytes and
+    command (rdb/packer.py). Only the last command of a chunk wakes idle workers, so a batch costs one wake-up
+    per chunk. A client that is not a plain Redis (a cluster client) runs the same commands as Calls.
     """
 
     def __init__(self, tasks: Iterable[Task], options: TaskOptions, now: float, chunk: int) -> None:
@@ -82,23 +110,43 @@ class _Batch:
         self.now = now
         self.chunk = chunk
         self.queue = options.queue
-        base = options.resolve(now, task_id="-")
-        self.prepared: list[tuple[TaskMessage, EnqueueOptions]] = []
+        self.base = options.resolve(now, task_id="-")
+        template = MessageTemplate(self.base)
+        self.packers = (EnqueuePacker(self.base, now, wake=False), EnqueuePacker(self.base, now, wake=True))
+        self.infos = _Infos(self.base, now)
+        unique = bool(self.base.unique_ttl)
+        q = self.queue
+        self.prepared: list[tuple[Task, str, bytes, str]] = []
         for t in tasks:
-            opts = dataclasses.replace(base, task_id=str(uuid.uuid4()))
-            self.prepared.append((message(_check_task(t, "tasks"), opts), opts))
+            _check_task(t, "tasks")
+            tid = str(uuid.uuid4())
+            payload = None if t.nil_payload else t.payload
+            ukey = keys.unique(q, t.type, payload) if unique else ""
+            self.prepared.append((t, tid, template.encode(t.type, payload, t.headers, tid, ukey), ukey))
         self.out: list[TaskInfo | Exception] = []
 
-    def chunks(self) -> Iterator[list[Call[None]]]:
+    def parts(self) -> Iterator[list[tuple[Task, str, bytes, str]]]:
         for start in range(0, len(self.prepared), self.chunk):
-            part = self.prepared[start:start + self.chunk]
-            yield [broker.enqueue(msg, opts, now=self.now, wake=(i == len(part) - 1))
-                   for i, (msg, opts) in enumerate(part)]
+            yield self.prepared[start:start + self.chunk]
 
-    def record(self, results: Sequence[object]) -> None:
-        part = self.prepared[len(self.out):len(self.out) + len(results)]
-        for (msg, opts), res in zip(part, results, strict=True):
-            self.out.append(res if isinstance(res, Exception) else _info(msg, opts, self.now))
+    def packed(self, part: list[tuple[Task, str, bytes, str]]) -> list[bytes]:
+        last = len(part) - 1
+        return [self.packers[i == last].pack(tid, data, ukey) for i, (_, tid, data, ukey) in enumerate(part)]
+
+    def calls(self, part: list[tuple[Task, str, bytes, str]]) -> list[Call[None]]:
+        last = len(part) - 1
+        return [broker.enqueue_call(data, tid, ukey, self.base, now=self.now, wake=(i == last))
+                for i, (_, tid, data, ukey) in enumerate(part)]
+
+    def record(self, part: list[tuple[Task, str, bytes, str]], raws: Sequence[Any]) -> None:
+        check = self.packers[0].check_reply
+        for (t, tid, _, _), raw in zip(part, raws, strict=True):
+            err = check(raw, tid)
+            self.out.append(err if err is not None else self.infos.make(t, tid))
+
+    def record_parsed(self, part: list[tuple[Task, str, bytes, str]], results: Sequence[object]) -> None:
+        for (t, tid, _, _), res in zip(part, results, strict=True):
+            self.out.append(res if isinstance(res, Exception) else self.infos.make(t, tid))
 
 
 class Client:
@@ -124,12 +172,12 @@ class Client:
         unknown argument, and RedisUnavailableError when Redis cannot be reached.
         """
         now = time.time()
-        msg, opts, call = _prepare(task, options_from(options, fields), now)
+        opts, call = _prepare(task, options_from(options, fields), now)
         try:  # not a with-block: this is the enqueue hot path
             self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
-        return _info(msg, opts, now)
+        return _info(task, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
                      **fields: Any) -> list[TaskInfo | Exception]:
@@ -143,8 +191,12 @@ class Client:
         with reaching(self.url):
             if batch.prepared:
                 self.redis.sadd(keys.QUEUES, batch.queue)
-            for calls in batch.chunks():
-                batch.record(self._runner.run_many(calls))
+            script = batch.packers[0].script
+            for part in batch.parts():
+                if self._runner.plain:
+                    batch.record(part, self._runner.send_scripts(batch.packed(part), [script] * len(part)))
+                else:
+                    batch.record_parsed(part, self._runner.run_many(batch.calls(part)))
         return batch.out
 
     def close(self) -> None:
@@ -164,18 +216,18 @@ class AsyncClient:
         url = redis_url or default_redis_url()
         self.redis = connection or aredis.Redis.from_url(url)
         self.url = mask_url(url) if connection is None else url_of(connection)
-        self._runner = AsyncRunner(self.redis)
+        self._runner = AsyncRunner(self.redis, share_round_trips=True)
         self._registry = _Registry()
 
     async def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
         """See Client.enqueue."""
         now = time.time()
-        msg, opts, call = _prepare(task, options_from(options, fields), now)
-        try:
+        opts, call = _prepare(task, options_from(options, fields), now)
+        try:  # concurrent callers share round trips (AsyncRunner's share_round_trips)
             await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
-        return _info(msg, opts, now)
+        return _info(task, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
                            **fields: Any) -> list[TaskInfo | Exception]:
@@ -185,8 +237,12 @@ class AsyncClient:
         with reaching(self.url):
             if batch.prepared:
                 await self.redis.sadd(keys.QUEUES, batch.queue)
-            for calls in batch.chunks():
-                batch.record(await self._runner.run_many(calls))
+            script = batch.packers[0].script
+            for part in batch.parts():
+                if self._runner.plain:
+                    batch.record(part, await self._runner.send_scripts(batch.packed(part), [script] * len(part)))
+                else:
+                    batch.record_parsed(part, await self._runner.run_many(batch.calls(part)))
         return batch.out
 
     async def close(self) -> None:

@@ -1,4 +1,8 @@
-"""Loads the Lua scripts and runs them with EVALSHA, falling back to EVAL on NOSCRIPT, sync or asyncio."""
+"""Loads the Lua scripts and runs them with EVALSHA, falling back to EVAL on NOSCRIPT, sync or asyncio.
+
+On a plain redis.Redis (not a cluster client) the runners send pre-packed commands (pack()) on a pooled
+connection and read the replies themselves: the producer's hot path, without redis-py's per-command work.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ from typing import Any, Generic, TypeVar
 
 import redis
 import redis.asyncio as aredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
+from asynqpy.rdb.autopipe import AutoPipeline
 from asynqpy.rdb.keys import QUEUES
 
 KeyOrArg = str | bytes | int | float
@@ -57,6 +63,36 @@ def load_script(package: str, name: str) -> Script:
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 
 
+def _arg(x: KeyOrArg) -> bytes:
+    """One argument as redis-py's encoder writes it (str UTF-8, int decimal, float repr)."""
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, int) and not isinstance(x, bool):
+        return b"%d" % x
+    if isinstance(x, float):
+        return repr(x).encode()
+    raise TypeError(f"a script argument must be str, bytes, int or float, not {type(x).__name__}")
+
+
+def pack_command(*parts: KeyOrArg) -> bytes:
+    """One command in RESP, ready to send."""
+    bs = [_arg(p) for p in parts]
+    return b"*%d\r\n" % len(bs) + b"".join([b"$%d\r\n%s\r\n" % (len(b), b) for b in bs])
+
+
+@cache
+def _head(sha: str, argc: int, nkeys: int) -> bytes:
+    return b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$%d\r\n%d\r\n" % (argc + 3, sha.encode(), len(str(nkeys)), nkeys)
+
+
+def pack(call: Call[Any]) -> bytes:
+    """The EVALSHA of call in RESP, byte for byte what redis-py would send."""
+    bs = [_arg(p) for p in (*call.keys, *call.args)]
+    return _head(call.script.sha, len(bs), len(call.keys)) + b"".join([b"$%d\r\n%s\r\n" % (len(b), b) for b in bs])
+
+
 @dataclass(frozen=True)
 class Call(Generic[R]):
     """One script invocation: the script, its KEYS and ARGV, and parse, which turns its raw reply (as redis-py
@@ -68,17 +104,76 @@ class Call(Generic[R]):
     parse: Callable[[Any], R]
 
 
+def _plain_pool(client: Any) -> Any:
+    """The connection pool of a plain (sync or asyncio) Redis client, else None (cluster clients and the rest
+    keep redis-py's own command path)."""
+    if isinstance(client, (redis.Redis, aredis.Redis)):
+        return getattr(client, "connection_pool", None)
+    return None
+
+
 class SyncRunner:
     """Runs Calls on a redis.Redis client (decode_responses must be off: messages are binary)."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
+        self._pool = _plain_pool(client)
+        self.plain = self._pool is not None  # send() and send_scripts() work
+
+    def send(self, packed: Sequence[bytes]) -> list[Any]:
+        """Send pre-packed commands in one round trip on a pooled connection; the raw replies, an error reply
+        as its exception. A broken pooled connection (e.g. closed by the server while idle) is retried once on
+        a new one, as redis-py does. Needs a plain client (self._pool)."""
+        data = b"".join(packed) if len(packed) > 1 else packed[0]
+        for attempt in (1, 2):
+            conn = self._pool.get_connection()
+            try:
+                conn.send_packed_command([data])
+                out: list[Any] = []
+                for _ in packed:
+                    try:
+                        out.append(conn.read_response())
+                    except ResponseError as exc:
+                        out.append(exc)
+                return out
+            except RedisConnectionError:
+                conn.disconnect()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                conn.disconnect()
+                raise
+            finally:
+                self._pool.release(conn)
+        raise AssertionError("unreachable")
+
+    def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:
+        """send(), then load the scripts Redis did not have (NOSCRIPT) and send those commands again.
+        scripts: each command's script (None for a command that is no script call)."""
+        raws = self.send(packed)
+        missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError) and scripts[i] is not None]
+        if missing:
+            for s in {scripts[i] for i in missing}:
+                self.redis.script_load(s.text)  # type: ignore[union-attr]
+            for i, r in zip(missing, self.send([packed[i] for i in missing]), strict=True):
+                raws[i] = r
+        return raws
 
     def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
         """Run one Call and return its parsed reply; the parser raises the typed errors.
 
         register_queue: also SADD it to asynq:queues, in the same round trip (a producer's duty).
         """
+        if self._pool is not None:
+            cmd = pack(call)
+            sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
+            raw = self.send(sent)[-1]
+            if isinstance(raw, NoScriptError):
+                self.redis.script_load(call.script.text)
+                raw = self.send([cmd])[0]
+            if isinstance(raw, Exception):
+                raise raw
+            return call.parse(raw)
         if register_queue is not None:
             return self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -112,6 +207,8 @@ class SyncRunner:
         return _parse_all(calls, raws)
 
     def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if self._pool is not None:
+            return self.send([pack(c) for c in calls])
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
@@ -121,10 +218,68 @@ class SyncRunner:
 class AsyncRunner:
     """Runs Calls on a redis.asyncio.Redis client."""
 
-    def __init__(self, client: aredis.Redis) -> None:
+    def __init__(self, client: aredis.Redis, *, share_round_trips: bool = False) -> None:
+        """share_round_trips: run() sends what concurrent callers queue while a round trip is in flight in the
+        next one (an AutoPipeline; plain clients only)."""
         self.redis = client
+        self._pool = _plain_pool(client)
+        self.plain = self._pool is not None  # send() and send_scripts() work
+        self._auto = AutoPipeline(self.send_scripts) if share_round_trips and self.plain else None
+
+    async def send(self, packed: Sequence[bytes]) -> list[Any]:
+        """See SyncRunner.send."""
+        data = b"".join(packed) if len(packed) > 1 else packed[0]
+        for attempt in (1, 2):
+            conn = await self._pool.get_connection()
+            try:
+                await conn.send_packed_command([data])
+                out: list[Any] = []
+                for _ in packed:
+                    try:
+                        out.append(await conn.read_response())
+                    except ResponseError as exc:
+                        out.append(exc)
+                return out
+            except RedisConnectionError:
+                await conn.disconnect()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                await conn.disconnect()
+                raise
+            finally:
+                await self._pool.release(conn)
+        raise AssertionError("unreachable")
+
+    async def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:
+        """See SyncRunner.send_scripts."""
+        raws = await self.send(packed)
+        missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError) and scripts[i] is not None]
+        if missing:
+            for s in {scripts[i] for i in missing}:
+                await self.redis.script_load(s.text)  # type: ignore[union-attr]
+            again = await self.send([packed[i] for i in missing])
+            for i, r in zip(missing, again, strict=True):
+                raws[i] = r
+        return raws
 
     async def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
+        if self._auto is not None:
+            before = None if register_queue is None else pack_command("SADD", QUEUES, register_queue)
+            raw = await self._auto.run(pack(call), call.script, before=before)
+            if isinstance(raw, Exception):
+                raise raw
+            return call.parse(raw)
+        if self._pool is not None:
+            cmd = pack(call)
+            sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
+            raw = (await self.send(sent))[-1]
+            if isinstance(raw, NoScriptError):
+                await self.redis.script_load(call.script.text)
+                raw = (await self.send([cmd]))[0]
+            if isinstance(raw, Exception):
+                raise raw
+            return call.parse(raw)
         if register_queue is not None:
             return await self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -157,6 +312,8 @@ class AsyncRunner:
         return _parse_all(calls, raws)
 
     async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if self._pool is not None:
+            return await self.send([pack(c) for c in calls])
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
