@@ -18,7 +18,6 @@ import redis.asyncio as aredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
-from asynqpy.rdb.autopipe import AutoPipeline
 from asynqpy.rdb.keys import QUEUES
 
 KeyOrArg = str | bytes | int | float
@@ -218,13 +217,10 @@ class SyncRunner:
 class AsyncRunner:
     """Runs Calls on a redis.asyncio.Redis client."""
 
-    def __init__(self, client: aredis.Redis, *, share_round_trips: bool = False) -> None:
-        """share_round_trips: run() sends what concurrent callers queue while a round trip is in flight in the
-        next one (an AutoPipeline; plain clients only)."""
+    def __init__(self, client: aredis.Redis) -> None:
         self.redis = client
         self._pool = _plain_pool(client)
         self.plain = self._pool is not None  # send() and send_scripts() work
-        self._auto = AutoPipeline(self.send_scripts) if share_round_trips and self.plain else None
 
     async def send(self, packed: Sequence[bytes]) -> list[Any]:
         """See SyncRunner.send."""
@@ -264,12 +260,6 @@ class AsyncRunner:
         return raws
 
     async def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
-        if self._auto is not None:
-            before = None if register_queue is None else pack_command("SADD", QUEUES, register_queue)
-            raw = await self._auto.run(pack(call), call.script, before=before)
-            if isinstance(raw, Exception):
-                raise raw
-            return call.parse(raw)
         if self._pool is not None:
             cmd = pack(call)
             sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]

@@ -161,3 +161,14 @@ def test_async_callers_each_get_the_unreachable_error() -> None:
     from asynqpy import RedisUnavailableError
     out = asyncio.run(go())
     assert len(out) == 5 and all(isinstance(o, RedisUnavailableError) for o in out)
+
+
+def test_new_task_ids_are_uuid4() -> None:
+    import uuid
+
+    from asynqpy.options import new_task_id
+    ids = {new_task_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for i in list(ids)[:200]:
+        u = uuid.UUID(i)
+        assert str(u) == i and u.version == 4 and u.variant == uuid.RFC_4122
