@@ -7,9 +7,11 @@ connection and read the replies themselves: the producer's hot path, without red
 from __future__ import annotations
 
 import hashlib
+import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Generic, TypeVar
 
@@ -86,10 +88,24 @@ def _head(sha: str, argc: int, nkeys: int) -> bytes:
     return b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$%d\r\n%d\r\n" % (argc + 3, sha.encode(), len(str(nkeys)), nkeys)
 
 
+@lru_cache(maxsize=1024)
+def _str_seg(s: str) -> bytes:
+    """One str argument in RESP. Cached: queue keys, prefixes and names recur in every command of a queue (the
+    ids and times that do not just pass through the cache)."""
+    b = s.encode()
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
 def pack(call: Call[Any]) -> bytes:
     """The EVALSHA of call in RESP, byte for byte what redis-py would send."""
-    bs = [_arg(p) for p in (*call.keys, *call.args)]
-    return _head(call.script.sha, len(bs), len(call.keys)) + b"".join([b"$%d\r\n%s\r\n" % (len(b), b) for b in bs])
+    parts = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys))]
+    for x in (*call.keys, *call.args):
+        if x.__class__ is str:
+            parts.append(_str_seg(x))
+        else:
+            b = _arg(x)
+            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)
@@ -118,33 +134,52 @@ class SyncRunner:
         self.redis = client
         self._pool = _plain_pool(client)
         self.plain = self._pool is not None  # send() and send_scripts() work
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._conn_pid = 0
 
     def send(self, packed: Sequence[bytes]) -> list[Any]:
-        """Send pre-packed commands in one round trip on a pooled connection; the raw replies, an error reply
-        as its exception. A broken pooled connection (e.g. closed by the server while idle) is retried once on
-        a new one, as redis-py does. Needs a plain client (self._pool)."""
+        """Send pre-packed commands in one round trip; the raw replies, an error reply as its exception.
+
+        The runner keeps one pooled connection for itself (a thread that finds it busy takes another from the
+        pool), so the hot path skips the pool's checks. A broken connection (e.g. closed by the server while
+        idle) is retried once, as redis-py does. Needs a plain client (self.plain).
+        """
         data = b"".join(packed) if len(packed) > 1 else packed[0]
-        for attempt in (1, 2):
-            conn = self._pool.get_connection()
-            try:
-                conn.send_packed_command([data])
-                out: list[Any] = []
-                for _ in packed:
-                    try:
-                        out.append(conn.read_response())
-                    except ResponseError as exc:
-                        out.append(exc)
-                return out
-            except RedisConnectionError:
-                conn.disconnect()
-                if attempt == 2:
+        own = self._lock.acquire(blocking=False)
+        try:
+            for attempt in (1, 2):
+                conn = self._own() if own else self._pool.get_connection()
+                try:
+                    conn.send_packed_command([data])
+                    out: list[Any] = []
+                    for _ in packed:
+                        try:
+                            out.append(conn.read_response())
+                        except ResponseError as exc:
+                            out.append(exc)
+                    return out
+                except RedisConnectionError:
+                    conn.disconnect()
+                    if attempt == 2:
+                        raise
+                except BaseException:
+                    conn.disconnect()
                     raise
-            except BaseException:
-                conn.disconnect()
-                raise
-            finally:
-                self._pool.release(conn)
-        raise AssertionError("unreachable")
+                finally:
+                    if not own:
+                        self._pool.release(conn)
+            raise AssertionError("unreachable")
+        finally:
+            if own:
+                self._lock.release()
+
+    def _own(self) -> Any:
+        """The runner's own connection (a new one in a forked child); it reconnects by itself when dropped."""
+        if self._conn is None or self._conn_pid != os.getpid():
+            self._conn = self._pool.get_connection()  # in use for good: the pool closes it with the client
+            self._conn_pid = os.getpid()
+        return self._conn
 
     def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:
         """send(), then load the scripts Redis did not have (NOSCRIPT) and send those commands again.
