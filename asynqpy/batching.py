@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.options import EnqueueOptions, TaskOptions, check_int, new_task_id
+from asynqpy.options import EnqueueOptions, TaskOptions, check_int, new_task_ids
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
 from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
@@ -80,8 +80,9 @@ class SameOptions:
         self.script: Script = self.packers[0].script
         self.infos = Infos(self.base, now)
 
-    def item(self, task: Task) -> Item:
-        tid = self.task_id or new_task_id()
+    def item(self, task: Task, new_id: str) -> Item:
+        """The task prepared, with its id: the options' task_id, else new_id."""
+        tid = self.task_id or new_id
         payload = None if task.nil_payload else task.payload
         ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
         return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
@@ -113,7 +114,8 @@ class Batch:
         self.chunk = chunk
         self.queue = options.queue
         self.same = SameOptions(options, now)
-        self.prepared = [self.same.item(check_task(t, "tasks")) for t in tasks]
+        todo = [check_task(t, "tasks") for t in tasks]
+        self.prepared = [self.same.item(t, i) for t, i in zip(todo, new_task_ids(len(todo)), strict=True)]
         self.out: list[TaskInfo | Exception] = []
 
     def parts(self) -> Iterator[list[Item]]:
@@ -161,6 +163,7 @@ class AsyncEnqueuer:
             while self._queue:
                 batch, self._queue = self._queue[:MAX_ROUND_TRIP], self._queue[MAX_ROUND_TRIP:]
                 await self._round_trip(batch)
+                await asyncio.sleep(0)  # the callers just answered may queue their next task for this trip
         finally:
             self._flusher = None
             for _, _, fut in self._queue:  # cancelled meanwhile (the loop is closing): nobody sends these
@@ -173,7 +176,7 @@ class AsyncEnqueuer:
         packed: list[bytes] = []
         scripts: list[Script | None] = []
         sent: list[tuple[SameOptions, Item, asyncio.Future[TaskInfo]] | None] = []
-        for task, options, fut in batch:
+        for (task, options, fut), new_id in zip(batch, new_task_ids(len(batch)), strict=True):
             try:
                 same = shared.get(id(options))  # the batch holds every options object: ids stay unique
                 if same is None:
@@ -183,7 +186,7 @@ class AsyncEnqueuer:
                         packed.append(pack_command("SADD", keys.QUEUES, queue))
                         scripts.append(None)
                         sent.append(None)
-                item = same.item(task)
+                item = same.item(task, new_id)
             except Exception as exc:
                 fut.set_exception(exc)
                 continue

@@ -8,7 +8,8 @@ The bytes sent are exactly those of pack(broker.enqueue(...)) (tests/core/test_p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from asynqpy.options import EnqueueOptions
@@ -38,6 +39,11 @@ def _field(tag: int, value: bytes) -> bytes:
     return bytes((tag, n)) + value if n < 0x80 else bytes((tag,)) + _varint(n) + value
 
 
+@lru_cache(maxsize=256)
+def _type_field(task_type: str) -> bytes:
+    return _field(0x0A, task_type.encode())
+
+
 class MessageTemplate:
     """TaskMessage bytes for tasks that share their options: fields 1-3 (type, payload, id) and 10 (unique key)
     are encoded per task around the pre-encoded options (fields 4-9, then 12-14), in field-number order as
@@ -55,12 +61,8 @@ class MessageTemplate:
         if headers:
             msg = broker.build_message(task_type, payload, headers, self.opts, task_id=task_id)
             return msg.SerializeToString()
-        return b"".join((_field(0x0A, task_type.encode()), _field(0x12, payload or b""),
-                         _field(0x1A, task_id.encode()), self.mid, _field(0x52, unique_key.encode()), self.tail))
-
-
-def _around(before: str, after: str) -> Callable[[str, bytes, str], bytes]:
-    return lambda tid, data, ukey: f"{before}{tid}{after}".encode()
+        return b"".join((_type_field(task_type), _field(0x12, payload or b""), _field(0x1A, task_id.encode()),
+                         self.mid, _field(0x52, unique_key.encode()) if unique_key else b"", self.tail))
 
 
 def _seg(b: bytes) -> bytes:
@@ -75,26 +77,36 @@ class EnqueuePacker:
         self.opts = opts
         call = broker.enqueue_call(_DATA, _TID, _UKEY, opts, now=now, wake=wake)
         self.script: Script = call.script
-        # Each piece is constant bytes, or a function of (tid, data, ukey) giving one argument's bytes.
-        pieces: list[bytes | Callable[[str, bytes, str], bytes]] = [
-            _head(call.script.sha, len(call.keys) + len(call.args), len(call.keys))]
+        # The command as a bytes %-format: constant arguments packed once, a %s for each argument that holds
+        # the task's id (before, after), its message (None) or its unique key ("").
+        fmt = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys)).replace(b"%", b"%%")]
+        holes: list[tuple[str, str] | str | None] = []
         for value in (*call.keys, *call.args):
             if value == _DATA:
-                pieces.append(lambda tid, data, ukey: data)
+                holes.append(None)
             elif value == _UKEY:
-                pieces.append(lambda tid, data, ukey: ukey.encode())
+                holes.append("")
             elif isinstance(value, str) and _TID in value:
-                pieces.append(_around(*value.split(_TID)))
+                before, after = value.split(_TID)
+                holes.append((before, after))
             else:
-                seg = _seg(_arg(value))
-                if pieces and isinstance(pieces[-1], bytes):
-                    pieces[-1] += seg
-                else:
-                    pieces.append(seg)
-        self._pieces = pieces
+                fmt.append(_seg(_arg(value)).replace(b"%", b"%%"))
+                continue
+            fmt.append(b"%s")
+        self._fmt = b"".join(fmt)
+        self._holes = holes
 
     def pack(self, tid: str, data: bytes, ukey: str) -> bytes:
-        return b"".join([p if isinstance(p, bytes) else _seg(p(tid, data, ukey)) for p in self._pieces])
+        vals = []
+        for h in self._holes:
+            if h is None:
+                b = data
+            elif h == "":
+                b = ukey.encode()
+            else:
+                b = f"{h[0]}{tid}{h[1]}".encode()
+            vals.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        return self._fmt % tuple(vals)
 
     def check_reply(self, raw: Any, tid: str) -> Exception | None:
         """The error an enqueue reply stands for (DuplicateTaskError, TaskIDConflictError), or None."""

@@ -6,6 +6,7 @@ connection and read the replies themselves: the producer's hot path, without red
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import threading
@@ -15,6 +16,7 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Generic, TypeVar
 
+import hiredis
 import redis
 import redis.asyncio as aredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -249,6 +251,26 @@ class SyncRunner:
         return list(pipe.execute(raise_on_error=False))
 
 
+async def _read_replies(stream: asyncio.StreamReader, n: int) -> list[Any]:
+    """n replies read straight off the connection's stream with a hiredis Reader: a round trip of many replies
+    costs one await per chunk, not several per reply. An error reply is its exception (NoScriptError for
+    NOSCRIPT); a closed stream raises redis-py's ConnectionError."""
+    reader = hiredis.Reader(replyError=ResponseError)
+    out: list[Any] = []
+    while len(out) < n:
+        reply = reader.gets()
+        if reply is False:
+            chunk = await stream.read(65536)
+            if not chunk:
+                raise RedisConnectionError("Connection closed by server.")
+            reader.feed(chunk)
+            continue
+        if isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT"):
+            reply = NoScriptError(str(reply))
+        out.append(reply)
+    return out
+
+
 class AsyncRunner:
     """Runs Calls on a redis.asyncio.Redis client."""
 
@@ -264,6 +286,9 @@ class AsyncRunner:
             conn = await self._pool.get_connection()
             try:
                 await conn.send_packed_command([data])
+                stream = getattr(conn, "_reader", None)  # redis-py's asyncio.StreamReader of the connection
+                if isinstance(stream, asyncio.StreamReader):
+                    return await _read_replies(stream, len(packed))
                 out: list[Any] = []
                 for _ in packed:
                     try:
