@@ -16,11 +16,12 @@ from typing import Any
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, new_task_ids
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
+from asynqpy.rdb.packer import EnqueuePacker, ManyPacker, MessageTemplate
 from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
 from asynqpy.task import Task, TaskInfo, TaskState
 
 MAX_ROUND_TRIP = 1000  # AsyncEnqueuer: tasks sent in one round trip at most
+RUN = 100  # Batch: plain tasks per enqueue_many script command
 
 
 def check_task(task: Task, argument: str) -> Task:
@@ -114,6 +115,11 @@ class Batch:
         self.chunk = chunk
         self.queue = options.queue
         self.same = SameOptions(options, now)
+        base = self.same.base
+        plain = not base.unique_ttl and not base.group and base.process_at <= now
+        # Plain tasks go RUN at a time through the enqueue_many script (one command per run).
+        self.many = (ManyPacker(base, now, wake=False), ManyPacker(base, now, wake=True)) if plain else None
+        self.script = self.many[0].script if self.many else self.same.script
         todo = [check_task(t, "tasks") for t in tasks]
         self.prepared = [self.same.item(t, i) for t, i in zip(todo, new_task_ids(len(todo)), strict=True)]
         self.out: list[TaskInfo | Exception] = []
@@ -123,6 +129,10 @@ class Batch:
             yield self.prepared[start:start + self.chunk]
 
     def packed(self, part: list[Item]) -> list[bytes]:
+        """The commands of part: one per task, or one per run of RUN plain tasks. Only the last one wakes."""
+        if self.many is not None:
+            runs = [part[i:i + RUN] for i in range(0, len(part), RUN)]
+            return [self.many[j == len(runs) - 1].pack([(it[1], it[2]) for it in run]) for j, run in enumerate(runs)]
         last = len(part) - 1
         return [self.same.packed(item, wake=i == last) for i, item in enumerate(part)]
 
@@ -131,6 +141,12 @@ class Batch:
         return [self.same.call(item, wake=i == last) for i, item in enumerate(part)]
 
     def record(self, part: list[Item], raws: Sequence[Any]) -> None:
+        """Each task's outcome from the replies of packed(part)."""
+        if self.many is not None:  # a list of codes per run, or the error of the whole run
+            flat: list[Any] = []
+            for i, raw in zip(range(0, len(part), RUN), raws, strict=True):
+                flat += raw if isinstance(raw, list) else [raw] * len(part[i:i + RUN])
+            raws = flat
         self.out += [self.same.outcome(item, raw) for item, raw in zip(part, raws, strict=True)]
 
     def record_parsed(self, part: list[Item], results: Sequence[object]) -> None:

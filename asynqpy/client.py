@@ -96,10 +96,10 @@ class Client:
         with reaching(self.url):
             if batch.prepared:
                 self.redis.sadd(keys.QUEUES, batch.queue)
-            script = batch.same.script
             for part in batch.parts():
                 if self._runner.plain:
-                    batch.record(part, self._runner.send_scripts(batch.packed(part), [script] * len(part)))
+                    packed = batch.packed(part)
+                    batch.record(part, self._runner.send_scripts(packed, [batch.script] * len(packed)))
                 else:
                     batch.record_parsed(part, self._runner.run_many(batch.calls(part)))
         return batch.out
@@ -150,10 +150,10 @@ class AsyncClient:
         with reaching(self.url):
             if batch.prepared:
                 await self.redis.sadd(keys.QUEUES, batch.queue)
-            script = batch.same.script
             for part in batch.parts():
                 if self._runner.plain:
-                    batch.record(part, await self._runner.send_scripts(batch.packed(part), [script] * len(part)))
+                    packed = batch.packed(part)
+                    batch.record(part, await self._runner.send_scripts(packed, [batch.script] * len(packed)))
                 else:
                     batch.record_parsed(part, await self._runner.run_many(batch.calls(part)))
         return batch.out

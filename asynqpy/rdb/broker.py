@@ -133,6 +133,20 @@ def enqueue_call(data: bytes, tid: str, unique_key: str, opts: EnqueueOptions, *
                 [data, tid, now_ns, channel, q, *hand_args], parse)
 
 
+def enqueue_many_call(tasks: Sequence[tuple[str, bytes]], opts: EnqueueOptions, *, now: float,
+                      wake: bool = True) -> Call[list[int]]:
+    """The Call that stores several new tasks (id, msg bytes) with plain options (no schedule, group or unique)
+    in pending, then hands the oldest pending tasks to idle workers of ours or wakes workers. Reply: a code per
+    task, as enqueue's script returns it (1 enqueued, 0 the id exists)."""
+    q = opts.queue
+    pending, waiters, paused, active, lease, task_prefix, handoff_prefix, _, _ = _queue_keys(q)
+    args: list[Any] = [int(now * 1e9), keys.WAKE_CHANNEL if wake else "", q, not_after(now),
+                       due(now + HANDOFF_LEASE), task_prefix, handoff_prefix]
+    for tid, data in tasks:
+        args += [tid, data]
+    return Call(script("enqueue_many"), [pending, waiters, paused, active, lease], args, list)
+
+
 def parse_handoff(item: bytes) -> tuple[str, bytes]:
     """(task id, msg bytes) from a hand-off list element "<id length>:<id><msg>"."""
     head, _, rest = item.partition(b":")

@@ -8,13 +8,13 @@ The bytes sent are exactly those of pack(broker.enqueue(...)) (tests/core/test_p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 from asynqpy.options import EnqueueOptions
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import Script, _arg, _head
+from asynqpy.rdb.scripts import Script, _arg, _head, pack
 from asynqpy.wire import TaskMessage
 
 _TID = "\x00tid\x00"
@@ -119,6 +119,22 @@ class EnqueuePacker:
         except Exception as exc:
             return exc
         return None
+
+
+class ManyPacker:
+    """Packs enqueue_many script commands (several plain tasks in one command) for tasks with these resolved
+    options at time now: the queue's keys and arguments packed once, each task's id and message appended."""
+
+    def __init__(self, opts: EnqueueOptions, now: float, *, wake: bool) -> None:
+        call = broker.enqueue_many_call([], opts, now=now, wake=wake)
+        self.script: Script = call.script
+        self._nkeys = len(call.keys)
+        self._nconst = len(call.keys) + len(call.args)
+        self._const = pack(call)[len(_head(call.script.sha, self._nconst, self._nkeys)):]
+
+    def pack(self, tasks: Sequence[tuple[str, bytes]]) -> bytes:
+        segs = [b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(tid), tid.encode(), len(data), data) for tid, data in tasks]
+        return _head(self.script.sha, self._nconst + 2 * len(tasks), self._nkeys) + self._const + b"".join(segs)
 
 
 def unique_key(queue: str, task_type: str, payload: bytes | None, opts: EnqueueOptions) -> str:

@@ -172,3 +172,25 @@ def test_new_task_ids_are_uuid4() -> None:
     for i in list(ids)[:200]:
         u = uuid.UUID(i)
         assert str(u) == i and u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_enqueue_many_hands_the_oldest_tasks_to_idle_workers(redis_url: str, r: redis.Redis) -> None:
+    import time
+
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 60, "w2": time.time() + 60})
+    p = r.pubsub()
+    p.subscribe(keys.WAKE_CHANNEL)
+    p.get_message(timeout=1)
+    out = Client(redis_url).enqueue_many([Task("t", str(i).encode()) for i in range(250)], chunk=1000)
+    ids = [o.id for o in out if isinstance(o, TaskInfo)]
+    assert len(ids) == 250 and r.zcard(keys.waiters("default")) == 0
+    boxes = [r.lrange(keys.handoff("default", w), 0, -1) for w in ("w1", "w2")]
+    handed = sorted(broker.parse_handoff(b[0])[0] for b in boxes if b)
+    assert handed == sorted(ids[:2]) and all(len(b) == 1 for b in boxes)  # the two oldest, one each
+    assert r.llen(keys.pending("default")) == 248 and set(r.zrange(keys.lease("default"), 0, -1)) == {
+        i.encode() for i in ids[:2]}
+    assert r.hget(keys.task("default", ids[0]), "state") == b"active"
+    assert r.hget(keys.task("default", ids[-1]), "state") == b"pending"
+    assert r.hget(keys.task("default", ids[-1]), "pending_since") is not None
+    woken = [m for m in iter(lambda: p.get_message(timeout=0.2), None) if m["type"] == "message"]
+    assert len(woken) == 1  # one wake-up for the chunk (its last run), not one per task
