@@ -78,8 +78,28 @@ class SameOptions:
         self.base = options.resolve(now, task_id="-")
         self.template = MessageTemplate(self.base)
         self.packers = (EnqueuePacker(self.base, now, wake=False), EnqueuePacker(self.base, now, wake=True))
-        self.script: Script = self.packers[0].script
         self.infos = Infos(self.base, now)
+        base = self.base
+        plain = not base.unique_ttl and not base.group and base.process_at <= now
+        # Plain tasks go RUN at a time through the enqueue_many script (one command per run).
+        self.many = (ManyPacker(base, now, wake=False), ManyPacker(base, now, wake=True)) if plain else None
+        self.script: Script = self.many[0].script if self.many else self.packers[0].script
+
+    def commands(self, items: Sequence[Item]) -> list[tuple[bytes, int]]:
+        """The packed commands that enqueue items, each with how many items it carries (in order). Only the
+        last one wakes idle workers."""
+        if self.many is not None:
+            runs = [items[i:i + RUN] for i in range(0, len(items), RUN)]
+            return [(self.many[j == len(runs) - 1].pack([(it[1], it[2]) for it in run]), len(run))
+                    for j, run in enumerate(runs)]
+        last = len(items) - 1
+        return [(self.packers[i == last].pack(it[1], it[2], it[3]), 1) for i, it in enumerate(items)]
+
+    def outcomes(self, items: Sequence[Item], raw: Any) -> list[TaskInfo | Exception]:
+        """The outcome of each item of one command from commands(), from its raw reply (a code per task from
+        the enqueue_many script, one code from the others, or the error of the whole command)."""
+        codes = raw if isinstance(raw, list) else [raw] * len(items)
+        return [self.outcome(it, c) for it, c in zip(items, codes, strict=True)]
 
     def item(self, task: Task, new_id: str) -> Item:
         """The task prepared, with its id: the options' task_id, else new_id."""
@@ -87,9 +107,6 @@ class SameOptions:
         payload = None if task.nil_payload else task.payload
         ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
         return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
-
-    def packed(self, item: Item, *, wake: bool) -> bytes:
-        return self.packers[wake].pack(item[1], item[2], item[3])
 
     def call(self, item: Item, *, wake: bool) -> Call[None]:
         return broker.enqueue_call(item[2], item[1], item[3], self.base, now=self.now, wake=wake)
@@ -115,11 +132,6 @@ class Batch:
         self.chunk = chunk
         self.queue = options.queue
         self.same = SameOptions(options, now)
-        base = self.same.base
-        plain = not base.unique_ttl and not base.group and base.process_at <= now
-        # Plain tasks go RUN at a time through the enqueue_many script (one command per run).
-        self.many = (ManyPacker(base, now, wake=False), ManyPacker(base, now, wake=True)) if plain else None
-        self.script = self.many[0].script if self.many else self.same.script
         todo = [check_task(t, "tasks") for t in tasks]
         self.prepared = [self.same.item(t, i) for t, i in zip(todo, new_task_ids(len(todo)), strict=True)]
         self.out: list[TaskInfo | Exception] = []
@@ -128,26 +140,16 @@ class Batch:
         for start in range(0, len(self.prepared), self.chunk):
             yield self.prepared[start:start + self.chunk]
 
-    def packed(self, part: list[Item]) -> list[bytes]:
-        """The commands of part: one per task, or one per run of RUN plain tasks. Only the last one wakes."""
-        if self.many is not None:
-            runs = [part[i:i + RUN] for i in range(0, len(part), RUN)]
-            return [self.many[j == len(runs) - 1].pack([(it[1], it[2]) for it in run]) for j, run in enumerate(runs)]
-        last = len(part) - 1
-        return [self.same.packed(item, wake=i == last) for i, item in enumerate(part)]
-
     def calls(self, part: list[Item]) -> list[Call[None]]:
         last = len(part) - 1
         return [self.same.call(item, wake=i == last) for i, item in enumerate(part)]
 
-    def record(self, part: list[Item], raws: Sequence[Any]) -> None:
-        """Each task's outcome from the replies of packed(part)."""
-        if self.many is not None:  # a list of codes per run, or the error of the whole run
-            flat: list[Any] = []
-            for i, raw in zip(range(0, len(part), RUN), raws, strict=True):
-                flat += raw if isinstance(raw, list) else [raw] * len(part[i:i + RUN])
-            raws = flat
-        self.out += [self.same.outcome(item, raw) for item, raw in zip(part, raws, strict=True)]
+    def record(self, part: list[Item], commands: Sequence[tuple[bytes, int]], raws: Sequence[Any]) -> None:
+        """Each task's outcome from the replies to same.commands(part)."""
+        at = 0
+        for (_, n), raw in zip(commands, raws, strict=True):
+            self.out += self.same.outcomes(part[at:at + n], raw)
+            at += n
 
     def record_parsed(self, part: list[Item], results: Sequence[object]) -> None:
         for item, res in zip(part, results, strict=True):
@@ -189,46 +191,50 @@ class AsyncEnqueuer:
     async def _round_trip(self, batch: list[tuple[Task, TaskOptions, asyncio.Future[TaskInfo]]]) -> None:
         now = time.time()
         shared: dict[int, SameOptions] = {}
+        groups: dict[int, list[tuple[Item, asyncio.Future[TaskInfo]]]] = {}
         packed: list[bytes] = []
         scripts: list[Script | None] = []
-        sent: list[tuple[SameOptions, Item, asyncio.Future[TaskInfo]] | None] = []
         for (task, options, fut), new_id in zip(batch, new_task_ids(len(batch)), strict=True):
             try:
                 same = shared.get(id(options))  # the batch holds every options object: ids stay unique
                 if same is None:
                     same = shared[id(options)] = SameOptions(options, now)
+                    groups[id(options)] = []
                     queue = self.register.due(same.base.queue, now)
                     if queue is not None:
                         packed.append(pack_command("SADD", keys.QUEUES, queue))
                         scripts.append(None)
-                        sent.append(None)
-                item = same.item(task, new_id)
+                groups[id(options)].append((same.item(task, new_id), fut))
             except Exception as exc:
                 fut.set_exception(exc)
-                continue
-            packed.append(b"")  # packed below, once the last task of each options is known
-            scripts.append(same.script)
-            sent.append((same, item, fut))
-        if not sent:
+        owners: list[tuple[SameOptions, list[tuple[Item, asyncio.Future[TaskInfo]]]] | None] = [None] * len(packed)
+        for key, entries in groups.items():
+            same, at = shared[key], 0
+            for cmd, n in same.commands([item for item, _ in entries]):
+                packed.append(cmd)
+                scripts.append(same.script)
+                owners.append((same, entries[at:at + n]))
+                at += n
+        if not groups:
             return
-        last = {id(e[0]): i for i, e in enumerate(sent) if e is not None}  # only these wake idle workers
-        for i, e in enumerate(sent):
-            if e is not None:
-                packed[i] = e[0].packed(e[1], wake=last[id(e[0])] == i)
         try:
             raws = await self.runner.send_scripts(packed, scripts)
         except BaseException as exc:  # this round trip's callers get it; later ones get their own try
-            for entry in sent:
-                if entry is not None and not entry[2].done():
-                    entry[2].set_exception(exc)
+            for entries in groups.values():
+                for _, fut in entries:
+                    if not fut.done():
+                        fut.set_exception(exc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return
-        for entry, raw in zip(sent, raws, strict=True):
-            if entry is None or entry[2].done():
+        for owner, raw in zip(owners, raws, strict=True):
+            if owner is None:
                 continue
-            out = entry[0].outcome(entry[1], raw)
-            if isinstance(out, Exception):
-                entry[2].set_exception(out)
-            else:
-                entry[2].set_result(out)
+            same, entries = owner
+            for (_, fut), out in zip(entries, same.outcomes([item for item, _ in entries], raw), strict=True):
+                if fut.done():
+                    continue
+                if isinstance(out, Exception):
+                    fut.set_exception(out)
+                else:
+                    fut.set_result(out)

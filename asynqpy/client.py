@@ -98,8 +98,9 @@ class Client:
                 self.redis.sadd(keys.QUEUES, batch.queue)
             for part in batch.parts():
                 if self._runner.plain:
-                    packed = batch.packed(part)
-                    batch.record(part, self._runner.send_scripts(packed, [batch.script] * len(packed)))
+                    cmds = batch.same.commands(part)
+                    raws = self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
+                    batch.record(part, cmds, raws)
                 else:
                     batch.record_parsed(part, self._runner.run_many(batch.calls(part)))
         return batch.out
@@ -152,8 +153,9 @@ class AsyncClient:
                 await self.redis.sadd(keys.QUEUES, batch.queue)
             for part in batch.parts():
                 if self._runner.plain:
-                    packed = batch.packed(part)
-                    batch.record(part, await self._runner.send_scripts(packed, [batch.script] * len(packed)))
+                    cmds = batch.same.commands(part)
+                    raws = await self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
+                    batch.record(part, cmds, raws)
                 else:
                     batch.record_parsed(part, await self._runner.run_many(batch.calls(part)))
         return batch.out
