@@ -52,6 +52,13 @@ class Bench:
     def _used_memory(self) -> int:
         return int(self.r.info("memory")["used_memory"])
 
+    def _settled_memory(self, timeout: float = 10.0) -> int:
+        """used_memory once earlier flushes have been freed (FLUSHDB frees in the background)."""
+        end = time.time() + timeout
+        while time.time() < end and int(self.r.info("memory").get("lazyfree_pending_objects", 0)):
+            time.sleep(0.05)
+        return self._used_memory()
+
     def producer_extras(self, n: int) -> dict[str, Any]:
         """The adapter's extra producer lines (asynqpy: asyncio producer, wire limits), each on an empty db."""
         out: dict[str, Any] = {}
@@ -72,8 +79,7 @@ class Bench:
         if self.ad.drain_cap:
             n = min(n, self.ad.drain_cap)
         self.flush()
-        self.r.execute_command("FLUSHDB", "SYNC")  # nothing left for a lazy free: a clean baseline
-        mem0 = self._used_memory()
+        mem0 = self._settled_memory()
         self.ad.fill(n)
         per_task = (self._used_memory() - mem0) / n if n else 0.0
         w = self.worker("drain", n)
