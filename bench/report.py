@@ -164,16 +164,18 @@ def ratios(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def num(row: dict[str, Any] | None, key: str) -> float | None:
+    """A row's number, or None when it is missing or an error."""
+    v = row.get(key) if row else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
 def targets(rows: list[dict[str, Any]]) -> str:
     """The issue's targets, checked on this run's numbers."""
     by = {r["lib"]: r for r in rows if "error" not in r}
     a = by.get("asynqpy")
     if a is None:
         return "targets: asynqpy did not run"
-
-    def num(row: dict[str, Any] | None, key: str) -> float | None:
-        v = row.get(key) if row else None
-        return float(v) if isinstance(v, (int, float)) else None
 
     out = []
     ad, gd = num(a, "drain"), num(by.get("go"), "drain")
@@ -231,10 +233,6 @@ def producer_targets(rows: list[dict[str, Any]], idle: dict[str, Any] | None = N
     a = by.get("asynqpy")
     if a is None:
         return ""
-
-    def num(row: dict[str, Any] | None, key: str) -> float | None:
-        v = row.get(key) if row else None
-        return float(v) if isinstance(v, (int, float)) else None
 
     out = []
     ab, gb = num(a, "batch"), num(by.get("go"), "batch")
