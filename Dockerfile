@@ -1,4 +1,4 @@
-# One image for asynqpy: the worker; the dashboard, exporter and scheduler are commands of the same image.
+# One image for asynqpy: the worker, the dashboard (web), the exporter and the scheduler are commands of it.
 # It has no Redis inside (nor the embedded Valkey of `asynqpy dev`): give it yours with REDIS_URL.
 #   docker build -t asynqpy .
 #   docker run --rm -e REDIS_URL=redis://redis:6379/0 asynqpy          # the demo worker (asynqpy.demo:mux)
@@ -11,12 +11,18 @@
 #       COPY app/ ./app/
 #       CMD ["worker", "app.tasks:mux", "--queues", "critical=6,default=3,low=1"]
 #     (your dependencies: `RUN pip install --no-cache-dir --user -r requirements.txt` before the CMD)
+#   docker run --rm -p 8080:8080 -e REDIS_URL=... -v $PWD/users.toml:/home/asynqpy/asynqpy-users.toml \
+#       asynqpy web --bind 0.0.0.0:8080 --workers 2        (the dashboard; templates/static are in the wheel)
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY asynqpy ./asynqpy
 COPY inspector ./inspector
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+COPY exporter ./exporter
+COPY webui ./webui
+COPY templates ./templates
+COPY static ./static
+RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[web]"
 
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -17,6 +17,7 @@ from asynqpy.mux import ServeMux
 from asynqpy.options import TaskOptions
 from asynqpy.server import Server
 from asynqpy.task import ReceivedTask, Task, TaskInfo, TaskState
+from asynqpy.typed import PayloadMismatch, TypedTask
 
 __version__ = "0.1.0"
 
@@ -26,6 +27,7 @@ __all__ = [
     "Client",
     "DuplicateTaskError",
     "InvalidArgumentError",
+    "PayloadMismatch",
     "QueueNotFoundError",
     "ReceivedTask",
     "RedisUnavailableError",
@@ -40,4 +42,5 @@ __all__ = [
     "TaskNotFoundError",
     "TaskOptions",
     "TaskState",
+    "TypedTask",
 ]

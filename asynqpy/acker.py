@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from asynqpy.loop import REDIS_DOWN, Loop
 from asynqpy.rdb import broker
+from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
@@ -74,14 +75,23 @@ class Acker(Loop):
             citems = self._take(self._complete, q)
             calls.append(broker.mark_complete(q, citems, now=now))
             ids += [i for i, *_ in citems]
+        durable = self.rt.config.durable_acks
+        confirmed = True
         results: list[list[str] | Exception | None]
         try:
-            results = list(await self.rt.runner.run_many(calls))
+            if isinstance(durable, Durability):
+                many, confirmed = await self.rt.runner.run_many_durable(calls, durable)
+                results = list(many)
+            else:
+                results = list(await self.rt.runner.run_many(calls))
         except REDIS_DOWN:
             results = [None] * len(calls)
         for call, res in zip(calls, results, strict=True):
-            if res is None or isinstance(res, Exception):
-                self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name)
+            # Not confirmed by a replica: replay it (harmless: the scripts skip tasks no longer held), so that
+            # after a failover the new primary gets the acknowledgement too.
+            if res is None or isinstance(res, Exception) or not confirmed:
+                self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name,
+                                durable=durable if isinstance(durable, Durability) else None)
         for i in ids:
             self.held.discard(i)
         self.on_acked(ids)

@@ -41,23 +41,44 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                        "requeues its running tasks within --shutdown-timeout)")
     p.add_argument("mux", help="module:attribute of the ServeMux, e.g. app.tasks:mux (imported from the current "
                                "directory or PYTHONPATH)")
+    p.add_argument("--cluster", action="store_true",
+                   help="the URL names Redis Cluster seed nodes (same as redis+cluster://host:port,...)")
+    p.add_argument("--durable-acks", action="store_true",
+                   help="acknowledgements wait for a replica (Redis WAIT) so a failover cannot undo them")
     p.add_argument("--concurrency", type=int, default=10, help="tasks at once per process (default 10)")
     p.add_argument("--queues", default="default=1", help="name=priority,... (default: default=1)")
     p.add_argument("--strict", action="store_true", help="strict priority: lower queues only when higher are empty")
     p.add_argument("--processes", type=int, default=1, help="worker processes, each its own server (default 1)")
     p.add_argument("--shutdown-timeout", type=float, default=8.0, help="seconds to finish tasks on stop (default 8)")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics, /livez and /readyz on this port (with --processes N: the sum of "
+                        "all processes, through prometheus_client's multiprocess mode)")
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default 0.0.0.0)")
+    p.add_argument("--max-task-types", type=int, default=100,
+                   help="task_type label values per process before new types count as 'other' (default 100)")
     p.set_defaults(func=_cmd_worker)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
     from asynqpy.config import ServerConfig
+    from asynqpy.connection import cluster_url, parse
+    from asynqpy.embedded import default_redis_url
     from asynqpy.supervisor import WorkerSpec, run_workers
 
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise UsageError("--metrics-port must be between 0 and 65535")
+    if args.max_task_types < 0:
+        raise UsageError("--max-task-types must be at least 0")
     if args.processes < 1:
         raise UsageError("--processes must be at least 1")
     config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
-                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout)
-    spec = WorkerSpec(mux=args.mux, redis_url=args.redis_url, config=config)
+                          strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout,
+                          durable_acks=args.durable_acks)
+    url = args.redis_url or default_redis_url()
+    url = cluster_url(url) if args.cluster else url
+    parse(url)  # a bad URL: one line here, not a traceback in every child
+    spec = WorkerSpec(mux=args.mux, redis_url=url, config=config, metrics_port=args.metrics_port,
+                      metrics_host=args.metrics_host, max_task_types=args.max_task_types)
     load_mux(args.mux)  # fail here, once, rather than in every child
     return run_workers(spec, args.processes)
 

@@ -10,8 +10,9 @@ import redis
 import redis.asyncio as aredis
 
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
+from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import RedisUnavailableError, mask_url
+from asynqpy.errors import NotDurableError, RedisUnavailableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
@@ -54,6 +55,14 @@ class _Registry:
         return queue
 
 
+def _unconfirmed(results: list[Any], confirmed: bool) -> list[Any]:
+    """A durable chunk's results: when the replicas did not confirm it, every stored task says so."""
+    if confirmed:
+        return results
+    err = NotDurableError("enqueued on the primary, but the replicas did not confirm the batch in time")
+    return [r if isinstance(r, Exception) else err for r in results]
+
+
 class Client:
     """Enqueues tasks. redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server.
 
@@ -62,7 +71,7 @@ class Client:
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None) -> None:
         url = redis_url or default_redis_url()
-        self.redis = connection or redis.Redis.from_url(url)
+        self.redis = connection or connect(url)
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
@@ -71,15 +80,22 @@ class Client:
         """Store task for processing and return its TaskInfo.
 
         options: a TaskOptions; fields: any of its fields as keywords (queue=, max_retry=, timeout=, deadline=,
-        process_in=, process_at=, unique=, task_id=, retention=, group=), which win over options.
+        process_in=, process_at=, unique=, task_id=, retention=, group=, durable=), which win over options.
+
+        durable=True (or a Durability) returns only once a replica also holds the task (Redis WAIT), so
+        a failover cannot lose it.
 
         Raises DuplicateTaskError, TaskIDConflictError, InvalidArgumentError (a ValueError) naming a bad or
-        unknown argument, and RedisUnavailableError when Redis cannot be reached.
+        unknown argument, RedisUnavailableError when Redis cannot be reached, and NotDurableError when the
+        replicas of a durable enqueue did not confirm it in time.
         """
         now = time.time()
         opts, call = _prepare(task, options_from(options, fields), now)
         try:  # not a with-block: this is the enqueue hot path
-            self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+            if opts.durable is not None:
+                self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
+            else:
+                self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
         return _info(task, opts, now)
@@ -88,16 +104,22 @@ class Client:
                      **fields: Any) -> list[TaskInfo | Exception]:
         """Enqueue many tasks with the same options (those of enqueue but task_id), pipelined in chunks.
 
-        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=). Raises
-        InvalidArgumentError for a bad argument (before anything is enqueued) and RedisUnavailableError.
+        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=, or
+        NotDurableError for each task of a durable chunk the replicas did not confirm; one WAIT per chunk, per
+        node on a cluster). Raises InvalidArgumentError for a bad argument (before anything is enqueued) and
+        RedisUnavailableError.
         """
         now = time.time()
         batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
                 self.redis.sadd(keys.QUEUES, batch.queue)
+            durable = batch.same.base.durable
             for part in batch.parts():
-                if self._runner.plain:
+                if durable is not None:
+                    results = self._runner.run_many_durable(batch.calls(part), durable)
+                    batch.record_parsed(part, _unconfirmed(*results))
+                elif self._runner.plain:
                     cmds = batch.same.commands(part)
                     raws = self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
                     batch.record(part, cmds, raws)
@@ -120,7 +142,7 @@ class AsyncClient:
 
     def __init__(self, redis_url: str | None = None, *, connection: aredis.Redis | None = None) -> None:
         url = redis_url or default_redis_url()
-        self.redis = connection or aredis.Redis.from_url(url)
+        self.redis = connection or aconnect(url)
         self.url = mask_url(url) if connection is None else url_of(connection)
         self._runner = AsyncRunner(self.redis)
         self._registry = _Registry()
@@ -128,17 +150,21 @@ class AsyncClient:
 
     async def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
         """See Client.enqueue."""
-        if self._enqueuer is not None:  # concurrent callers share round trips
-            merged = options_from(options, fields)
+        merged = options_from(options, fields)
+        if self._enqueuer is not None and not merged.durable:  # concurrent callers share round trips
             check_task(task, "task")
             try:
                 return await self._enqueuer.enqueue(task, merged)
             except UNREACHABLE as exc:
                 raise RedisUnavailableError(self.url, exc) from exc
         now = time.time()
-        opts, call = _prepare(task, options_from(options, fields), now)
+        opts, call = _prepare(task, merged, now)
         try:
-            await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
+            if opts.durable is not None:
+                await self._runner.run_durable(call, opts.durable,
+                                               register_queue=self._registry.due(opts.queue, now))
+            else:
+                await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
         return _info(task, opts, now)
@@ -151,8 +177,12 @@ class AsyncClient:
         with reaching(self.url):
             if batch.prepared:
                 await self.redis.sadd(keys.QUEUES, batch.queue)
+            durable = batch.same.base.durable
             for part in batch.parts():
-                if self._runner.plain:
+                if durable is not None:
+                    results = await self._runner.run_many_durable(batch.calls(part), durable)
+                    batch.record_parsed(part, _unconfirmed(*results))
+                elif self._runner.plain:
                     cmds = batch.same.commands(part)
                     raws = await self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
                     batch.record(part, cmds, raws)

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.options import check_int, check_queue
+from asynqpy.options import check_durable, check_int, check_queue
+from asynqpy.outcome import OutcomeHook
+from asynqpy.rdb.durability import Durability
 from asynqpy.task import ReceivedTask, Task
 
 
@@ -51,7 +53,11 @@ class ServerConfig:
     picks up tasks that Go producers enqueue; lower it for faster pickup of those, at ~3 commands per queue
     per poll.
     janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
-    group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited).
+    group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
+    True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
+    a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
+    outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
+    each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
 
     The one definition of a server's settings: Server(url, config, **settings), the supervisor and
     `asynqpy worker` build one of these. A bad value raises InvalidArgumentError (a ValueError) naming the
@@ -77,6 +83,8 @@ class ServerConfig:
     group_grace_period: float = 60.0
     group_max_delay: float = 0.0
     group_max_size: int = 0
+    outcome_hooks: tuple[OutcomeHook, ...] = ()
+    durable_acks: bool | Durability | None = None
 
     def __post_init__(self) -> None:
         check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
@@ -112,6 +120,12 @@ class ServerConfig:
         for name in ("error_handler", "group_aggregator"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise InvalidArgumentError(f"{name} must be callable or None", argument=name)
+        hooks = tuple(self.outcome_hooks) if isinstance(self.outcome_hooks, (tuple, list)) else None
+        if hooks is None or not all(callable(h) for h in hooks):
+            raise InvalidArgumentError("outcome_hooks must be a tuple of callables taking a TaskOutcome",
+                                       argument="outcome_hooks")
+        object.__setattr__(self, "outcome_hooks", hooks)
+        object.__setattr__(self, "durable_acks", check_durable(self.durable_acks, "durable_acks"))
         if self.group_aggregator is not None and self.group_grace_period < 1:
             raise InvalidArgumentError("group_grace_period must be at least 1 second", argument="group_grace_period")
 

@@ -9,8 +9,8 @@ import random
 import threading
 import time
 
+from asynqpy import typed
 from asynqpy.client import Client
-from asynqpy.errors import SkipRetry
 from asynqpy.mux import ServeMux
 from asynqpy.task import ReceivedTask, Task
 
@@ -36,12 +36,11 @@ def build_report(task: ReceivedTask) -> None:
         raise ValueError(f"no billing data for customer {data['customer']!r}")
 
 
-async def sync_crm(task: ReceivedTask) -> None:
-    """Mostly fine; a payload without an account id is rejected at once (SkipRetry: archived, no retries)."""
-    data = json.loads(task.payload)
-    if "account" not in data:
-        raise SkipRetry("payload has no 'account' field")
-    await asyncio.sleep(random.uniform(0.01, 0.1))
+@typed.task("sync:crm", queue="low")
+async def sync_crm(account: int, full: bool = False) -> None:
+    """A typed task (shown as `sync_crm(account=7)` in the dashboard). The producer's odd payload without an
+    account is archived at once by the typed layer (PayloadMismatch, a SkipRetry), never retried."""
+    await asyncio.sleep(random.uniform(0.01, 0.1) * (3 if full else 1))
 
 
 async def cleanup(task: ReceivedTask) -> None:
@@ -72,8 +71,10 @@ def _one(client: Client, n: int) -> None:
         client.enqueue(Task("report:monthly", json.dumps({"customer": customer, "month": "2026-11"}).encode()),
                        queue="default", max_retry=2, retention=3600)
     elif r < 0.85:
-        payload = {"account": n} if random.random() > 0.1 else {"acct": n}
-        client.enqueue(Task("sync:crm", json.dumps(payload).encode(), {"source": "demo"}), queue="low")
+        if random.random() > 0.1:
+            sync_crm.enqueue(client, n, full=random.random() < 0.2)
+        else:  # an old producer's shape: archived at once with "account: required argument is missing"
+            client.enqueue(Task("sync:crm", json.dumps({"acct": n}).encode(), {"source": "demo"}), queue="low")
     else:
         client.enqueue(Task("cleanup:tmp", b"older-than=7d"), queue="low", process_in=random.uniform(5, 120))
 

@@ -98,13 +98,8 @@ class EmbeddedServer:
         raise EmbeddedServerError(f"valkey-server did not answer on {self.host}:{self.port} within {timeout}s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.proc is not None:
+            stop_process(self.proc)
         self.proc = None
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -114,6 +109,17 @@ class EmbeddedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 5 s; waits for the exit."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

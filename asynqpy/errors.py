@@ -89,14 +89,33 @@ class RedisUnavailableError(AsynqError):
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ***: "redis://:***@host:6379/0"."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return url
-    creds, _, host = rest.partition("/")[0].rpartition("@")
-    tail = rest[len(creds) + 1 + len(host):]
-    user, colon, _ = creds.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}{tail}"
+    """The URL with its passwords replaced by ***: "redis://:***@host:6379/0", and query options whose name ends
+    in "password" (e.g. a Sentinel URL's sentinel_password=) too."""
+    head, q, query = url.partition("?")
+    scheme, sep, rest = head.partition("://")
+    if sep:
+        netloc, slash, path = rest.partition("/")
+        if "@" in netloc:
+            creds, _, hosts = netloc.rpartition("@")
+            user, colon, _ = creds.partition(":")
+            netloc = f"{user}{':***' if colon else ''}@{hosts}"
+        head = f"{scheme}://{netloc}{slash}{path}"
+    if not q:
+        return head
+    opts = [f"{p.partition('=')[0]}=***" if p.partition("=")[0].lower().endswith("password") else p
+            for p in query.split("&")]
+    return f"{head}?{'&'.join(opts)}"
+
+
+class NotDurableError(AsynqError):
+    """A durable write reached the primary but too few replicas confirmed it in time (Redis WAIT)."""
+
+
+class HandlerNotFound(Exception):
+    """No handler for the task type (retried, as asynq does); stored as asynq's text so Go tools read it alike."""
+
+    def __init__(self, task_type: str) -> None:
+        super().__init__(f'handler not found for task "{task_type}"')
 
 
 class SkipRetry(Exception):

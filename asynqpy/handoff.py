@@ -8,8 +8,9 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-import redis.asyncio as aredis
+from redis.crc import key_slot
 
+from asynqpy.connection import aconnect, is_cluster
 from asynqpy.loop import REDIS_DOWN
 from asynqpy.rdb import broker, keys
 from asynqpy.runtime import Runtime
@@ -32,38 +33,63 @@ class HandoffListener:
     Registration is one ZADD per queue, renewed each half-TTL while slots are free, and removed when the
     processor is full or stopping; the enqueue script consumes it when it hands a task over. At stop, any
     task still in a hand-off list is put back at the front of its queue.
+
+    On one server (or Sentinel) a single lane BLPOPs every queue's hand-off list at once. On a Redis Cluster a
+    blocking call may not cross slots, so there is one lane per slot (in practice one per queue), each with its
+    own BLPOP, all sharing one client whose per-node connections they hold while they block.
     """
 
     def __init__(self, rt: Runtime, processor: Processor) -> None:
         self.rt = rt
         self.processor = processor
-        self.queues = list(rt.config.queues)
-        self.boxes = {keys.handoff(q, rt.server_id): q for q in self.queues}
         # BLPOP holds its connection while it blocks: a client of its own keeps the shared pool free.
-        self.conn = aredis.Redis.from_url(rt.redis_url)
+        self.conn = aconnect(rt.redis_url)
+        queues = list(rt.config.queues)
+        if is_cluster(self.conn):
+            by_slot: dict[int, list[str]] = {}
+            for q in queues:
+                by_slot.setdefault(key_slot(keys.handoff(q, rt.server_id).encode()), []).append(q)
+            groups = list(by_slot.values())
+        else:
+            groups = [queues]
+        self.lanes = [_Lane(self, g) for g in groups]
         self._stop = False
-        self._registered_until = 0.0
-        self._pruned_at = 0.0
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="asynqpy-handoff")
+        self._tasks = [asyncio.create_task(lane.run(), name=f"asynqpy-handoff-{i}")
+                       for i, lane in enumerate(self.lanes)]
 
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
         self._stop = True
-        if self._task is not None:
-            await self._task
+        for t in self._tasks:
+            await t
         try:
-            await self._unregister()
-            await self._requeue_leftovers()
+            for lane in self.lanes:
+                await lane.unregister()
+                await lane.requeue_leftovers()
         except REDIS_DOWN as exc:
             log.warning("handoff: could not withdraw at stop (%s); tasks handed over now are recovered by lease", exc)
         await self.conn.aclose()
 
-    async def _run(self) -> None:
+
+class _Lane:
+    """One blocking call over the hand-off lists of queues whose lists share a slot."""
+
+    def __init__(self, owner: HandoffListener, queues: list[str]) -> None:
+        self.owner = owner
+        self.rt = owner.rt
+        self.processor = owner.processor
+        self.conn = owner.conn
+        self.queues = queues
+        self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
+        self._registered_until = 0.0
+        self._pruned_at = 0.0
+
+    async def run(self) -> None:
         backoff = 0.05
-        while not self._stop:
+        while not self.owner._stop:
             try:
                 await self._once()
                 backoff = 0.05
@@ -76,7 +102,7 @@ class HandoffListener:
     async def _once(self) -> None:
         if not self.processor.wants_tasks():
             if self._registered_until:
-                await self._unregister()
+                await self.unregister()
             await self.processor.wait_for_slot(BLOCK)
             return
         now = time.time()
@@ -87,8 +113,13 @@ class HandoffListener:
             return
         box, value = item  # bytes: the client does not decode responses
         self._registered_until = 0.0  # the script consumed our registration for that queue
+        q = self.boxes[box.decode()]  # type: ignore[union-attr]
         tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
-        self.processor.start_task(self.boxes[box.decode()], tid, data)  # type: ignore[union-attr]
+        if not self.processor.wants_tasks():
+            # Another lane filled the last slot meanwhile: give the task back to the front of its queue.
+            await self.rt.runner.run(broker.requeue(q, tid))
+            return
+        self.processor.start_task(q, tid, data)
         await asyncio.sleep(0)  # let the handler start before this loop registers again
 
     async def _register(self, until: float) -> None:
@@ -103,14 +134,14 @@ class HandoffListener:
             self._pruned_at = until
         self._registered_until = until
 
-    async def _unregister(self) -> None:
+    async def unregister(self) -> None:
         pipe = self.conn.pipeline(transaction=False)
         for q in self.queues:
             pipe.zrem(keys.waiters(q), self.rt.server_id)
         await pipe.execute()
         self._registered_until = 0.0
 
-    async def _requeue_leftovers(self) -> None:
+    async def requeue_leftovers(self) -> None:
         for box, q in self.boxes.items():
             while (value := await self.conn.lpop(box)) is not None:
                 tid, _ = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]

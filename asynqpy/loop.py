@@ -6,12 +6,14 @@ import asyncio
 import logging
 import time
 
+from redis.exceptions import ClusterDownError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger("asynqpy")
 
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+# A cluster resharding or electing a new primary answers CLUSTERDOWN or TRYAGAIN for a moment: the same as down.
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, ClusterDownError, TryAgainError)
 
 
 class Loop:
@@ -30,6 +32,7 @@ class Loop:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_error_log = 0.0
+        self.last_ok = 0.0  # time.monotonic() of the last pass that succeeded (health checks read it)
 
     async def run_once(self) -> float | None:
         raise NotImplementedError
@@ -44,12 +47,17 @@ class Loop:
         """Ask the loop to stop and wait for its current pass to finish."""
         self._stop.set()
         self._wake.set()
-        if self._task is not None:
+        if self._task is not None and not self._task.done():  # a loop that died already: nothing to wait for
             await self._task
         await self.on_stop()
 
     async def on_stop(self) -> None:
         """A last pass after the loop ended (e.g. a final flush); nothing by default."""
+
+    @property
+    def alive(self) -> bool:
+        """False once the loop's task ended without being asked to stop (a bug killed it)."""
+        return self._task is None or not self._task.done() or self._stop.is_set()
 
     @property
     def stopping(self) -> bool:
@@ -60,6 +68,7 @@ class Loop:
         while not self._stop.is_set():
             try:
                 wait = await self.run_once()
+                self.last_ok = time.monotonic()
                 backoff = 0.1
             except asyncio.CancelledError:
                 raise

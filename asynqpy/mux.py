@@ -5,22 +5,20 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from asynqpy.errors import InvalidArgumentError
+from asynqpy import typed
+from asynqpy.errors import HandlerNotFound, InvalidArgumentError
+from asynqpy.options import TaskOptions, options_from
 from asynqpy.task import ReceivedTask
+from asynqpy.typed import TypedTask
 
+P = ParamSpec("P")
+R = TypeVar("R")
 Handler = Callable[[ReceivedTask], Any]
 AsyncHandler = Callable[[ReceivedTask], Awaitable[Any]]
 # A middleware gets the task and the next step, and must await call_next(task) to go on.
 Middleware = Callable[[ReceivedTask, AsyncHandler], Awaitable[Any]]
-
-
-class HandlerNotFound(Exception):
-    """No pattern matches the task type; stored as asynq's text so Go tools read it alike."""
-
-    def __init__(self, task_type: str) -> None:
-        super().__init__(f'handler not found for task "{task_type}"')
 
 
 class ServeMux:
@@ -30,16 +28,35 @@ class ServeMux:
         self._routes: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
 
-    def handle(self, pattern: str, fn: Handler) -> None:
+    def handle(self, pattern: str, fn: Handler | TypedTask[Any, Any]) -> None:
         """Register fn for pattern. Raises InvalidArgumentError (a ValueError) for a blank or repeated pattern or
         a handler that is not callable."""
         if not isinstance(pattern, str) or not pattern.strip():
             raise InvalidArgumentError("handler pattern must be a non-blank string", argument="pattern")
+        if isinstance(fn, typed.TypedTask):  # made by typed.task() elsewhere: run its payload-decoding handler
+            fn = fn.handler
         if not callable(fn):
             raise InvalidArgumentError(f"handler for {pattern!r} is not callable", argument="handler")
         if pattern in self._routes:
             raise InvalidArgumentError(f"a handler for {pattern!r} is registered already", argument="pattern")
         self._routes[pattern] = fn
+
+    def task(self, task_type: str, /, options: TaskOptions | None = None,
+             **fields: Any) -> Callable[[Callable[P, R]], TypedTask[P, R]]:
+        """Decorator: handle task_type with a plain or async function whose arguments travel as a JSON object
+        by name (see asynqpy.typed); options and fields (TaskOptions' names) are the defaults of its enqueues.
+
+        `@mux.task("email:welcome", queue="critical")` over `def send_welcome(to: str)` gives a TypedTask:
+        `send_welcome.enqueue(client, to=...)`, `send_welcome.options(process_in=60).enqueue(...)`, and
+        `send_welcome(...)` still calls the function.
+        """
+        defaults = options_from(options, fields)
+
+        def register(fn: Callable[P, R]) -> TypedTask[P, R]:
+            t = TypedTask(fn, task_type, defaults)
+            self.handle(task_type, t)
+            return typed.remember(t)  # once the mux took it
+        return register
 
     def handler(self, pattern: str) -> Callable[[Handler], Handler]:
         """Decorator form of handle()."""

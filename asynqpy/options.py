@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.rdb.durability import Durability
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_RETRY = 25
@@ -99,7 +100,8 @@ class EnqueueOptions:
     """The resolved options of one enqueue, as the broker writes them. Times are Unix seconds; durations seconds.
 
     timeout: 1800 when neither timeout nor deadline is given, else 0 if not given. deadline: 0 (none).
-    process_at: 0 means now. unique_ttl: 0 (not unique). group: "" (no aggregation).
+    process_at: 0 means now. unique_ttl: 0 (not unique). group: "" (no aggregation). durable: None (done once
+    the primary has the task); a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it.
     """
 
     queue: str
@@ -111,6 +113,7 @@ class EnqueueOptions:
     task_id: str
     retention: int
     group: str
+    durable: Durability | None = None
 
 
 def _check_timeout(value: Duration, name: str) -> None:
@@ -123,6 +126,16 @@ def _check_unique(value: Duration, name: str) -> None:
         raise _bad(name, f"{name} must be at least 1 second")
 
 
+def check_durable(value: bool | Durability | None, name: str = "durable") -> Durability | None:
+    """True means one replica within a second; a Durability says how many and how long; False or None: off.
+    Raises InvalidArgumentError naming the argument for anything else."""
+    if value is None or isinstance(value, Durability):
+        return value
+    if not isinstance(value, bool):
+        raise _bad(name, f"{name} must be True, False or a Durability, not {type(value).__name__}")
+    return Durability() if value else None
+
+
 @dataclass(frozen=True)
 class TaskOptions:
     """The options of an enqueue, checked when made (InvalidArgumentError naming the field).
@@ -132,7 +145,9 @@ class TaskOptions:
     the task fails. process_in / process_at: run later (one of them). unique: seconds or timedelta during which
     the same type and payload in the same queue is refused (DuplicateTaskError). task_id: your own id (a new
     UUIDv4 otherwise). retention: keep the task as completed for this long after success. group: aggregate
-    with other tasks of the group (see the Server's group_aggregator).
+    with other tasks of the group (see the Server's group_aggregator). durable: True (or a Durability: how
+    many replicas, how long) returns only once a replica also holds the task (Redis WAIT), so a failover
+    cannot lose it; NotDurableError says the replicas did not confirm in time.
 
     Make one once and reuse it: `Client.enqueue(task, opts)`, `Client.enqueue(task, opts, queue="low")`.
     A new option is one field here, with its check, plus its use in resolve() and the broker.
@@ -148,6 +163,7 @@ class TaskOptions:
     task_id: str | None = field(default=None, metadata={"check": check_text})
     retention: Duration | None = field(default=None, metadata={"check": seconds})
     group: str | None = field(default=None, metadata={"check": check_text})
+    durable: bool | Durability = field(default=False, metadata={"check": check_durable})
 
     def __post_init__(self) -> None:
         for name, check in _CHECKS.items():
@@ -203,7 +219,7 @@ class TaskOptions:
             unique_ttl=int(seconds(self.unique, "unique")) if self.unique is not None else 0,
             task_id=task_id or self.task_id or new_task_id(),
             retention=int(seconds(self.retention, "retention")) if self.retention is not None else 0,
-            group=self.group or "",
+            group=self.group or "", durable=check_durable(self.durable),
         )
 
 

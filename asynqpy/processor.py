@@ -15,6 +15,7 @@ from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
 from asynqpy.handoff import HandoffListener
 from asynqpy.loop import REDIS_DOWN
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
+from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
 from asynqpy.rdb import broker
 from asynqpy.rdb.scripts import Call
 from asynqpy.retry import failure_call
@@ -30,6 +31,8 @@ DEFAULT_DEADLINE = 1800.0  # asynq: a task with neither timeout nor deadline get
 ERR_DEADLINE = "context deadline exceeded"
 ERR_CANCELED = "context canceled"
 ERR_LEASE = "asynq: task lease expired"
+
+Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
 
 
 def error_text(exc: BaseException) -> str:
@@ -75,6 +78,11 @@ class Processor:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
         self.handoff.start()
 
+    @property
+    def alive(self) -> bool:
+        """False once the fetch loop ended while the server still meant to fetch (a bug killed it)."""
+        return self._fetch_task is None or not self._fetch_task.done() or not self._fetching
+
     def wants_tasks(self) -> bool:
         """True while fetching and a worker slot is free."""
         return self._fetching and not self._paused and self.running < self.cfg.concurrency
@@ -87,9 +95,10 @@ class Processor:
         except TimeoutError:
             pass
 
-    def start_task(self, q: str, tid: str, data: bytes) -> None:
-        """Run a task this server already holds (dequeued, or handed over by an enqueue script)."""
-        self._start(q, tid, data)
+    def start_task(self, q: str, tid: str, data: bytes, *, wait: float | None = 0.0) -> None:
+        """Run a task this server already holds (dequeued, or handed over by an enqueue script: those never
+        sat in the pending list, so their wait is 0)."""
+        self._start(q, tid, data, wait)
 
     def wake(self) -> None:
         self._wake.set()
@@ -120,8 +129,9 @@ class Processor:
             if not got:
                 await self._wait(self._wake, self.cfg.idle_poll_interval)
                 continue
-            for q, tid, data in got:
-                self._start(q, tid, data)
+            now = time.time()
+            for q, tid, data, since in got:
+                self._start(q, tid, data, max(0.0, now - since) if since else None)
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
@@ -131,13 +141,13 @@ class Processor:
         except TimeoutError:
             pass
 
-    async def _dequeue(self, free: int) -> list[tuple[str, str, bytes]]:
+    async def _dequeue(self, free: int) -> list[Dequeued]:
         expiry = time.time() + self.cfg.lease_duration
         if self.cfg.strict_priority or len(self.cfg.queues) == 1:
-            got: list[tuple[str, str, bytes]] = []
+            got: list[Dequeued] = []
             for q in self.cfg.queue_order():
-                pairs = await self.rt.runner.run(broker.dequeue(q, lease_expiry=expiry, count=free - len(got)))
-                got += [(q, tid, data) for tid, data in pairs]
+                rows = await self.rt.runner.run(broker.dequeue_timed(q, lease_expiry=expiry, count=free - len(got)))
+                got += [(q, tid, data, since) for tid, data, since in rows]
                 if len(got) >= free:
                     break
             return got
@@ -155,20 +165,20 @@ class Processor:
                 break
         return out
 
-    async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[tuple[str, str, bytes]]:
+    async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[Dequeued]:
         pairs = zip(order, shares, strict=True)
-        calls = [(q, broker.dequeue(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+        calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
         results = await self.rt.runner.run_many([c for _, c in calls])
-        out: list[tuple[str, str, bytes]] = []
+        out: list[Dequeued] = []
         for (q, _), res in zip(calls, results, strict=True):
             if isinstance(res, Exception):
                 raise res
-            out += [(q, tid, data) for tid, data in res]
+            out += [(q, tid, data, since) for tid, data, since in res]
         return out
 
     # running
 
-    def _start(self, q: str, tid: str, data: bytes) -> None:
+    def _start(self, q: str, tid: str, data: bytes, wait: float | None) -> None:
         now = time.time()
         try:
             msg = decode_task_message(data, queue=q, task_id=tid)
@@ -178,7 +188,8 @@ class Processor:
             return
         deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
-        at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE))
+        at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE),
+                        wait=wait)
         self.rt.active[tid] = at
         self.running += 1
         self._idle.clear()
@@ -209,9 +220,18 @@ class Processor:
         if self.running == 0:
             self._idle.set()
 
+    def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
+        hooks = self.cfg.outcome_hooks
+        if hooks:
+            ended = at.ended or time.time()
+            call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
+                                          max(0.0, ended - at.started), at.wait, error))
+
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg
+        at.ended = time.time()
         if outcome is None or isinstance(outcome, RevokeTask):
+            self._outcome(at, "success" if outcome is None else "revoked", "" if outcome is None else str(outcome))
             if msg.retention > 0 and outcome is None:
                 now = time.time()
                 msg.completed_at = int(now)
@@ -235,6 +255,8 @@ class Processor:
         msg, q = at.msg, at.queue
         await self._report(at, exc)
         call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=time.time(), skip=skip)
+        canceled = isinstance(exc, _StopRequested) and exc.reason == "canceled"
+        self._outcome(at, "canceled" if canceled else "archived" if decision.archive else "retry", err)
         await self._write_now(call, what=call.script.name)
         self.rt.active.pop(msg.id, None)
         if not decision.archive:

@@ -9,10 +9,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import redis
-import redis.asyncio as aredis
-
 from asynqpy.config import ServerConfig
+from asynqpy.connection import aconnect, connect
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.task import ReceivedTask
@@ -31,6 +29,8 @@ class ActiveTask:
     lease_expiry: float
     handle: asyncio.Task[None] | None = None
     stop_reason: str = ""  # why we cancelled it: "canceled", "lease", "shutdown"
+    wait: float | None = None  # seconds from pending_since to start (None: unknown)
+    ended: float = 0.0  # when the handler returned or raised
 
 
 @dataclass
@@ -47,10 +47,10 @@ class Runtime:
     active: dict[str, ActiveTask] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.aredis = aredis.Redis.from_url(self.redis_url, health_check_interval=15)
+        self.aredis = aconnect(self.redis_url, health_check_interval=15)
         self.runner = AsyncRunner(self.aredis)
         # Result writes come from handler threads as well as the loop: a thread-safe sync pool.
-        self.sredis = redis.Redis.from_url(self.redis_url)
+        self.sredis = connect(self.redis_url)
 
     @property
     def server_key(self) -> str:

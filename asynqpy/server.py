@@ -6,11 +6,13 @@ import asyncio
 import logging
 import signal
 import threading
+import time
 from typing import Any
 
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
+from asynqpy.connection import parse as parse_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
 from asynqpy.forwarder import Forwarder
@@ -54,12 +56,16 @@ class Server:
                                        argument="config")
         self.config = (config or _DEFAULT_CONFIG).replace(settings)
         self.redis_url = redis_url or default_redis_url()
+        parse_url(self.redis_url)  # a bad URL is an InvalidArgumentError now, not at run()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
         self.runtime: Runtime | None = None
+        self._loops: list[Loop] = []
+        self._processor: Processor | None = None
+        self._heartbeat: Heartbeat | None = None
 
     def run(self, mux: ServeMux) -> None:
         """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError."""
@@ -86,6 +92,24 @@ class Server:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
 
+    def health(self) -> tuple[bool, bool, str]:
+        """(live, ready, why) for probes; thread-safe. live: every loop of a started server still runs.
+        ready: serving, taking tasks (not paused by SIGTSTP, not shutting down) and the last heartbeat reached
+        Redis within three heartbeat intervals."""
+        rt, hb, proc = self.runtime, self._heartbeat, self._processor
+        if rt is None or hb is None or proc is None:
+            return True, False, "starting"
+        dead = [lp.name for lp in self._loops if not lp.alive]
+        if not proc.alive:
+            dead.append("processor")
+        if dead:
+            return False, False, "loops stopped: " + ", ".join(dead)
+        if rt.status != "active":
+            return True, False, f"server is {rt.status}"
+        if time.monotonic() - hb.last_ok > 3 * self.config.heartbeat_interval + 1:
+            return True, False, "Redis not reached by the last heartbeats"
+        return True, True, "ok"
+
     def _thread_main(self, mux: ServeMux) -> None:
         try:
             _run(self.serve(mux))
@@ -107,6 +131,7 @@ class Server:
             await rt.close()
             raise RedisUnavailableError(self.redis_url, exc) from exc
         loops, processor, heartbeat = self._build(rt, mux)
+        self._loops, self._processor, self._heartbeat = loops, processor, heartbeat
         if signals:
             self._install_signals(processor)
         for lp in loops:

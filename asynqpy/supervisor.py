@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,17 +27,58 @@ class WorkerSpec:
     mux: str
     redis_url: str | None = None
     config: ServerConfig = field(default_factory=ServerConfig)
+    metrics_port: int | None = None  # serve /metrics, /livez, /readyz on this port (None: no metrics)
+    metrics_host: str = "0.0.0.0"
+    max_task_types: int = 100
 
 
-def serve_one(spec: WorkerSpec) -> None:
-    """Entry of one worker process (also used in-process when processes == 1)."""
+def serve_one(spec: WorkerSpec, serve_http: bool = True) -> None:
+    """Entry of one worker process (also used in-process when processes == 1). With metrics, a child of a
+    supervisor (serve_http=False) writes them to the shared multiprocess directory; a lone process serves them."""
     from asynqpy.loader import load_mux
     from asynqpy.server import Server
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mux = load_mux(spec.mux)
-    Server(spec.redis_url, spec.config).run(mux)
+    metrics = None
+    if spec.metrics_port is not None:
+        from prometheus_client import REGISTRY
+
+        from asynqpy.metrics.worker import WorkerMetrics
+
+        metrics = WorkerMetrics(REGISTRY, max_task_types=spec.max_task_types)
+    hooks = (*spec.config.outcome_hooks, metrics.observe) if metrics else spec.config.outcome_hooks
+    server = Server(spec.redis_url, spec.config, outcome_hooks=hooks)
+    http = None
+    if metrics is not None:
+        metrics.watch(server)
+        if serve_http:
+            http = _single_process_http(spec, server)
+    try:
+        server.run(mux)
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        if http is not None:
+            http.stop()
     _exit_past_stuck_handlers()
+
+
+def _single_process_http(spec: WorkerSpec, server: Any) -> Any:
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+    from asynqpy.metrics.http import MetricsHTTPServer
+
+    def probe(i: int) -> Any:
+        def check() -> tuple[bool, str]:
+            h = server.health()
+            return bool(h[i]), h[2]
+        return check
+
+    assert spec.metrics_port is not None
+    return MetricsHTTPServer(spec.metrics_host, spec.metrics_port,
+                             lambda: (generate_latest(REGISTRY), CONTENT_TYPE_LATEST),
+                             {"/livez": probe(0), "/readyz": probe(1)}).start()
 
 
 def _exit_past_stuck_handlers() -> None:
@@ -58,9 +101,11 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
     ctx = mp.get_context("spawn")
     children: list[Any] = []
     stopping = False
+    shared = SharedMetrics(spec, processes, lambda: children, lambda: stopping) \
+        if spec.metrics_port is not None else None
 
     def spawn() -> Any:
-        p = ctx.Process(target=serve_one, args=(spec,), name="asynqpy-worker")
+        p = ctx.Process(target=serve_one, args=(spec, False), name="asynqpy-worker")
         p.start()
         return p
 
@@ -80,8 +125,87 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
         for i, p in enumerate(children):
             if not p.is_alive() and not stopping:
                 log.warning("worker process %s exited with %s; starting another", p.pid, p.exitcode)
+                if shared is not None:
+                    shared.process_died(p.pid)
                 time.sleep(1)
                 children[i] = spawn()
     for p in children:
         p.join(spec.config.shutdown_timeout + 10)
+    if shared is not None:
+        shared.close()
     return 0
+
+
+class SharedMetrics:
+    """The supervisor's side of prometheus_client's multiprocess mode: the children write their metrics to files
+    in PROMETHEUS_MULTIPROC_DIR (set here, before they are spawned); this process serves their sum on one port,
+    with /livez and /readyz computed from the liveness and readiness each child reports."""
+
+    def __init__(self, spec: WorkerSpec, processes: int, children: Any, stopping: Any) -> None:
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        from asynqpy.metrics.http import MetricsHTTPServer
+
+        given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        self.own_dir = not given
+        self.dir = given or tempfile.mkdtemp(prefix="asynqpy-metrics-")
+        os.makedirs(self.dir, exist_ok=True)
+        for name in os.listdir(self.dir):  # files of an earlier run would be added to this one's counts
+            if name.endswith(".db"):
+                os.remove(os.path.join(self.dir, name))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = self.dir  # inherited by the spawned children
+        self.processes = processes
+        self.children = children
+        self.stopping = stopping
+        self.registry = CollectorRegistry()
+        MultiProcessCollector(self.registry, path=self.dir)  # type: ignore[no-untyped-call]
+        assert spec.metrics_port is not None
+        self.http = MetricsHTTPServer(spec.metrics_host, spec.metrics_port, self.render,
+                                      {"/livez": self.livez, "/readyz": self.readyz}).start()
+
+    def render(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def reports(self, name: str) -> dict[int, float]:
+        """pid -> the value a live child reported for a liveall gauge."""
+        out: dict[int, float] = {}
+        for fam in self.registry.collect():
+            if fam.name == name:
+                for smp in fam.samples:
+                    out[int(smp.labels.get("pid", 0))] = smp.value
+        return out
+
+    def _alive(self) -> list[int]:
+        return [p.pid for p in self.children() if p.is_alive() and p.pid]
+
+    def livez(self) -> tuple[bool, str]:
+        live = self.reports("asynqpy_worker_live")
+        dead = [pid for pid in self._alive() if live.get(pid, 1.0) == 0]
+        if dead:
+            return False, f"worker process(es) {dead} have stopped loops"
+        return True, f"{len(self._alive())} of {self.processes} worker processes alive"
+
+    def readyz(self) -> tuple[bool, str]:
+        if self.stopping():
+            return False, "shutting down"
+        ready = self.reports("asynqpy_worker_ready")
+        alive = self._alive()
+        n = sum(1 for pid in alive if ready.get(pid) == 1)
+        return n == self.processes, f"{n} of {self.processes} worker processes ready"
+
+    def process_died(self, pid: int | None) -> None:
+        from prometheus_client import multiprocess
+
+        if pid:
+            multiprocess.mark_process_dead(pid, self.dir)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        self.http.stop()
+        for p in self.children():
+            if p.pid:
+                self.process_died(p.pid)
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)

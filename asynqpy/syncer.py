@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 
@@ -18,6 +19,7 @@ class PendingWrite:
     call: Call[object]
     give_up_at: float
     what: str
+    durable: Durability | None = None  # replayed until a replica confirms it, not merely the primary
 
 
 class Syncer(Loop):
@@ -32,8 +34,8 @@ class Syncer(Loop):
         self.interval = rt.config.syncer_interval
         self.writes: list[PendingWrite] = []
 
-    def add(self, call: Call[object], *, give_up_at: float, what: str) -> None:
-        self.writes.append(PendingWrite(call, give_up_at, what))
+    def add(self, call: Call[object], *, give_up_at: float, what: str, durable: Durability | None = None) -> None:
+        self.writes.append(PendingWrite(call, give_up_at, what, durable))
 
     async def run_once(self) -> float | None:
         await self.flush()
@@ -48,11 +50,31 @@ class Syncer(Loop):
             return
         now = time.time()
         todo, self.writes = self.writes, []
+        durable: list[PendingWrite] = []
         for w in todo:
             if now > w.give_up_at:
                 log.warning("syncer: dropped %s: its lease lapsed while Redis was unreachable", w.what)
+                continue
+            if w.durable is not None:
+                durable.append(w)
                 continue
             try:
                 await self.rt.runner.run(w.call)
             except REDIS_DOWN:
                 self.writes.append(w)
+        if durable:
+            await self._flush_durable(durable)
+
+    async def _flush_durable(self, writes: list[PendingWrite]) -> None:
+        """All durable replays in one batch with one WAIT per node: kept, all of them, until a replica confirms."""
+        d = writes[0].durable
+        assert d is not None
+        try:
+            results, confirmed = await self.rt.runner.run_many_durable([w.call for w in writes], d)
+        except REDIS_DOWN:
+            self.writes += writes
+            return
+        if not confirmed:
+            self.writes += writes
+            return
+        self.writes += [w for w, res in zip(writes, results, strict=True) if isinstance(res, REDIS_DOWN)]

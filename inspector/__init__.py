@@ -31,6 +31,7 @@ from inspector.models import (
     TaskPage,
     TaskRecord,
 )
+from inspector.snapshot import QueueSnapshot
 
 __all__ = [
     "ActiveWorker",
@@ -49,6 +50,7 @@ __all__ = [
     "QueueNotEmptyError",
     "QueueNotFoundError",
     "QueueNotPausedError",
+    "QueueSnapshot",
     "RedisInfo",
     "SchedulerEnqueueEvent",
     "SchedulerEntry",

@@ -10,13 +10,17 @@ from typing import Any, Self, TypeVar
 
 import redis
 
+from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, reader
+from inspector import actions, cluster, explain, failures, reader, samples, snapshot
+from inspector import jobs as jobstore
 from inspector.context import Ctx
+from inspector.failures import RecentFailures
+from inspector.jobs import Job
 from inspector.models import (
     BatchResult,
     DailyStats,
@@ -32,6 +36,7 @@ from inspector.models import (
     TaskPage,
     TaskRecord,
 )
+from inspector.snapshot import QueueSnapshot
 
 InspectorT = TypeVar("InspectorT")
 
@@ -70,7 +75,7 @@ class Inspector:
         if not callable(clock):
             raise InvalidArgumentError("clock must be a callable returning Unix seconds", argument="clock")
         url = redis_url or default_redis_url()
-        self.redis = connection or redis.Redis.from_url(url)
+        self.redis = connection or connect(url)
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._ctx = Ctx(self.redis, clock)
         self.chunk = chunk
@@ -81,6 +86,12 @@ class Inspector:
 
     def close(self) -> None:
         self.redis.close()
+
+    def ping(self) -> float:
+        """One PING: the round-trip time in seconds. Raises RedisUnavailableError when Redis cannot be reached."""
+        t0 = time.perf_counter()
+        self.redis.ping()
+        return time.perf_counter() - t0
 
     def __enter__(self) -> Self:
         return self
@@ -107,6 +118,14 @@ class Inspector:
         Raises QueueNotFoundError for a given queue that is not registered.
         """
         return reader.queue_infos(self._ctx, queues, memory=memory)
+
+    def queue_snapshot(self, max_age: float = 2.0) -> QueueSnapshot:
+        """Every queue's QueueInfo and the live servers, shared through Redis by every process that asks:
+        the stored snapshot when at most max_age seconds old, else a new one taken by one asker at a time.
+
+        Raises RedisUnavailableError when Redis cannot be reached, ValueError for a negative max_age.
+        """
+        return snapshot.queue_snapshot(self._ctx, max_age)
 
     def history(self, queue: str, days: int = 7) -> list[DailyStats]:
         """Processed and failed per UTC day, today first. Raises QueueNotFoundError."""
@@ -255,3 +274,45 @@ class Inspector:
         """What needs attention in a queue. Raises QueueNotFoundError."""
         return explain.queue_warnings(self._ctx, queue, latency_threshold=latency_threshold,
                                       archive_ratio=archive_ratio)
+
+    # -- the dashboard's needs: last errors, size samples, background jobs ---------------------------------
+
+    def recent_failures(self, queues: Sequence[str] | None = None, *, limit: int = 100) -> RecentFailures:
+        """The newest failures (retry and archived tasks, from Go workers as well as ours) grouped by queue,
+        task type and error. Reads at most `limit` retry and `limit` archived tasks per queue, all queues in
+        one round trip. Raises QueueNotFoundError, ValueError (limit outside 1..1000)."""
+        return failures.recent_failures(self._ctx, queues, limit=limit)
+
+    def claim_size_sample(self, interval: float) -> bool:
+        """Whether this caller should take this interval's queue-size sample (one caller per interval wins)."""
+        return samples.claim(self._ctx, interval)
+
+    def record_size_sample(self, infos: Sequence[QueueInfo], *, keep: int = samples.DEFAULT_KEEP) -> None:
+        """Push one queue-size sample into the capped list asynqpy:sizes."""
+        samples.record(self._ctx, infos, keep=keep)
+
+    def size_samples(self, *, since: float | None = None, totals: bool = False) -> list[samples.SizeSample]:
+        """The queue-size samples, oldest first; totals=True: summed over queues, under the name "*"."""
+        return samples.read(self._ctx, since=since, totals=totals)
+
+    def start_job(self, action: str, queue: str, state: TaskState | str, *, rate: float = 0.0, group: str = "",
+                  user: str = "") -> Job:
+        """Record a background job doing action (run, archive, delete) to every task of a state; run it with
+        run_job. Raises QueueNotFoundError, FailedPreconditionError, ValueError."""
+        return jobstore.create(self._ctx, action, queue, state, rate=rate, group=group, user=user)
+
+    def run_job(self, job_id: str, *, progress: Callable[[Job], object] | None = None) -> Job:
+        """Run a job to its end or until canceled, in chunks, at its rate. Raises JobNotFoundError."""
+        return jobstore.run(self._ctx, job_id, chunk=self.chunk, progress=progress)
+
+    def job(self, job_id: str) -> Job:
+        """Raises JobNotFoundError."""
+        return jobstore.get(self._ctx, job_id)
+
+    def jobs(self, *, queue: str | None = None, limit: int = 20) -> list[Job]:
+        """The newest background jobs (of one queue), newest first."""
+        return jobstore.recent(self._ctx, queue=queue, limit=limit)
+
+    def cancel_job(self, job_id: str) -> Job:
+        """Ask a running job to stop after its current chunk. Raises JobNotFoundError."""
+        return jobstore.cancel(self._ctx, job_id)

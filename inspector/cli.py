@@ -7,9 +7,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from asynqpy import typed
 from asynqpy.clicommon import add_common, mask, run_guarded
+from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import UsageError
+from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from inspector import views
 from inspector.api import Inspector
@@ -42,6 +44,10 @@ _count = _whole(1)
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     add_common(p, top=False)
+    p.add_argument("--cluster", action="store_true", default=argparse.SUPPRESS,
+                   help="the URL names Redis Cluster seed nodes (same as redis+cluster://)")
+    p.add_argument("--tasks", default=argparse.SUPPRESS, metavar="MODULES",
+                   help="modules (a,b) whose typed tasks' payloads are shown as calls (default: $ASYNQPY_TASKS)")
     return p
 
 
@@ -132,6 +138,8 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
         p.add_argument("--all", action="store_true", help="every task in --state (asks first unless --yes)")
         p.add_argument("--state", choices=STATES, help="the state, with --all")
         p.add_argument("--group", help="one group only, with --all --state aggregating")
+        p.add_argument("--rate", type=float, help="with --all: tasks per second, as a background job with a progress "
+                                                  "bar (the dashboard shows it too; Ctrl-C cancels)")
         _confirm(p)
     _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument(
         "task_id", help="the id of a running task")
@@ -143,8 +151,13 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     Errors are raised to the caller (asynqpy.clicommon.run_guarded turns them into one line and an exit code).
     """
     url = getattr(args, "redis_url", None) or default_redis_url()
+    typed.import_tasks(getattr(args, "tasks", ""))
     try:
+        if getattr(args, "cluster", False):
+            url = cluster_url(url)
         insp = Inspector(url)
+    except InvalidArgumentError as exc:  # a URL connection.parse refuses: its message names the URL
+        raise UsageError(str(exc)) from exc
     except ValueError as exc:  # redis-py cannot parse the URL
         raise UsageError(f"bad Redis URL {mask(url)}: {exc}") from exc
     with insp:

@@ -3,12 +3,12 @@ history, aggregation groups, and the Redis server's own health."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from asynqpy.connection import is_cluster
 from asynqpy.options import check_text
 from asynqpy.rdb import keys
 from asynqpy.wire import SchedulerEnqueueEvent as PbEvent
@@ -133,22 +133,49 @@ def groups(ctx: Ctx, q: str) -> list[GroupInfo]:
 
 def redis_info(ctx: Ctx) -> RedisInfo:
     """INFO and the persistence settings, with warnings for settings that can lose tasks."""
-    info: Mapping[str, Any] = ctx.redis.info()
-    save = _config_save(ctx)
+    if is_cluster(ctx.redis):
+        info, save = _cluster_info(ctx)
+    else:
+        info, save = ctx.redis.info(), _config_save(ctx)
     server = "valkey" if "valkey_version" in info else "redis"
     version = str(info.get("valkey_version") or info.get("redis_version") or "")
+    mode = str(info.get("redis_mode") or info.get("server_mode") or "standalone")
     aof = bool(int(info.get("aof_enabled", 0) or 0))
     persistence = _persistence(save, aof)
     used, maxmem = int(info.get("used_memory", 0) or 0), int(info.get("maxmemory", 0) or 0)
     policy = str(info.get("maxmemory_policy", ""))
     return RedisInfo(
-        server=server, version=version, mode=str(info.get("redis_mode", "standalone")),
+        server=server, version=version, mode=mode,
         uptime_seconds=int(info.get("uptime_in_seconds", 0) or 0),
         connected_clients=int(info.get("connected_clients", 0) or 0), used_memory=used,
         used_memory_human=str(info.get("used_memory_human", "")),
         used_memory_peak=int(info.get("used_memory_peak", 0) or 0), maxmemory=maxmem, maxmemory_policy=policy,
         fragmentation_ratio=float(info.get("mem_fragmentation_ratio", 0) or 0), persistence=persistence,
         warnings=tuple(redis_warnings(policy, persistence, used, maxmem)), raw=MappingProxyType(dict(info)))
+
+
+SUMMED = ("connected_clients", "used_memory", "used_memory_peak", "maxmemory")
+
+
+def _cluster_info(ctx: Ctx) -> tuple[dict[str, Any], bool | None]:
+    """One INFO for the cluster: the first primary's fields, memory and clients summed over the primaries,
+    the shortest uptime, AOF only when every primary has it; `nodes` counts the primaries."""
+    rc: Any = ctx.redis
+    per_node: dict[str, Any] = rc.info(target_nodes=rc.PRIMARIES)
+    infos = [per_node[k] for k in sorted(per_node)]
+    out = dict(infos[0])
+    for k in SUMMED:
+        out[k] = sum(int(i.get(k, 0) or 0) for i in infos)
+    out["uptime_in_seconds"] = min(int(i.get("uptime_in_seconds", 0) or 0) for i in infos)
+    out["aof_enabled"] = int(all(int(i.get("aof_enabled", 0) or 0) for i in infos))
+    out["redis_mode"] = "cluster"
+    out["nodes"] = len(infos)
+    try:
+        cfgs = rc.config_get("save", target_nodes=rc.PRIMARIES)
+        save: bool | None = all(bool(text(dict(c).get("save", b"")).strip()) for c in cfgs.values())
+    except Exception:
+        save = None
+    return out, save
 
 
 def _persistence(save: bool | None, aof: bool) -> str:

@@ -16,7 +16,7 @@ from redis.exceptions import NoScriptError
 from asynqpy.errors import InvalidArgumentError, QueueNotFoundError
 from asynqpy.options import check_int, check_queue
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, Script, SyncRunner
+from asynqpy.rdb.scripts import Call, Script, SyncRunner, queue_call
 from asynqpy.task import TaskState
 
 T = TypeVar("T")
@@ -64,7 +64,7 @@ class Ctx:
     def script(self, pipe: Pipeline, call: Call[Any]) -> Pipeline:
         """Queue one script Call on the pipeline of read() (EVALSHA; read() loads it on NOSCRIPT)."""
         self._local.used.add(call.script)
-        pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        queue_call(pipe, call)
         return pipe
 
     def read_script(self, call: Call[T]) -> T:
@@ -73,10 +73,8 @@ class Ctx:
         return call.parse(raw)
 
     def _load(self, scripts: set[Script]) -> None:
-        pipe = self.redis.pipeline(transaction=False)
-        for s in scripts:
-            pipe.script_load(s.text)
-        pipe.execute()
+        for s in scripts:  # one by one: a cluster client loads each on every primary
+            self.redis.script_load(s.text)
 
     def run(self, call: Call[T]) -> T:
         """Run one (mutating) script Call: EVALSHA, EVAL on NOSCRIPT."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from typing import Literal
 
+from asynqpy import typed
 from asynqpy.options import check_int
 from inspector.models import PayloadView
 
 DEFAULT_LIMIT = 64 * 1024
 PREVIEW_LIMIT = 200
 
-Kind = Literal["empty", "json", "text", "hex"]
+Kind = Literal["empty", "json", "text", "hex", "call"]
 
 
 def _printable(text: str) -> bool:
@@ -24,16 +25,23 @@ def _cut(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit], True
 
 
-def view(data: bytes | None, *, limit: int = DEFAULT_LIMIT, pretty: bool = True) -> PayloadView:
+def view(data: bytes | None, *, limit: int = DEFAULT_LIMIT, pretty: bool = True,
+         task_type: str = "") -> PayloadView:
     """The display form of data, cut at about limit characters.
 
-    UTF-8 JSON is shown pretty-printed (compact when pretty is False), other printable UTF-8 as text,
-    anything else as hex. size is always the full size in bytes. Raises InvalidArgumentError for a limit < 1.
+    The payload of a task type registered in this process as a typed task (asynqpy.typed) is shown as the
+    call it stands for, `send_welcome(to='ada@example.com')` (kind "call"). Other UTF-8 JSON is shown
+    pretty-printed (compact when pretty is False), other printable UTF-8 as text, anything else as hex.
+    size is always the full size in bytes. Raises InvalidArgumentError for a limit < 1.
     """
     check_int(limit, "limit", minimum=1)
     raw = bytes(data or b"")
     if not raw:
         return PayloadView("empty", "", 0, False)
+    call = typed.describe(task_type, raw, pretty=pretty) if task_type else None
+    if call is not None:
+        cut, truncated = _cut(call, limit)
+        return PayloadView("call", cut, len(raw), truncated)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -66,9 +74,9 @@ def _hex(raw: bytes, limit: int) -> PayloadView:
     return PayloadView("hex", part.hex(" "), len(raw), len(part) < len(raw))
 
 
-def preview(data: bytes | None, limit: int = PREVIEW_LIMIT) -> PayloadView:
-    """A one-line form for table cells: compact JSON or text with newlines shown as spaces."""
-    v = view(data, limit=limit, pretty=False)
+def preview(data: bytes | None, limit: int = PREVIEW_LIMIT, *, task_type: str = "") -> PayloadView:
+    """A one-line form for table cells: the call, compact JSON or text with newlines shown as spaces."""
+    v = view(data, limit=limit, pretty=False, task_type=task_type)
     if v.kind == "text":
         return PayloadView(v.kind, " ".join(v.text.split()), v.size, v.truncated)
     return v

@@ -12,9 +12,10 @@ from asynqpy.task import TaskInfo, TaskState
 
 @dataclass(frozen=True)
 class PayloadView:
-    """Bytes made readable: kind is empty, json (pretty), text or hex; size is the full size in bytes."""
+    """Bytes made readable: kind is empty, json (pretty), text, hex, or call (a typed task's payload as the
+    call it stands for, when its type is registered in this process); size is the full size in bytes."""
 
-    kind: Literal["empty", "json", "text", "hex"]
+    kind: Literal["empty", "json", "text", "hex", "call"]
     text: str
     size: int
     truncated: bool
@@ -27,6 +28,9 @@ class QueueInfo:
     size counts every state, completed and aggregating included (as asynq does). latency is the age in
     seconds of the oldest pending task (0 when there is none or its pending_since is unknown).
     memory_usage is approximate (sampled), None when not sampled.
+    oldest_archived_at / oldest_archived_age: when the longest-archived task was archived, and seconds since
+    (0 when none). oldest_retry_failed_at / oldest_retry_age: the earliest last failure among the 20 retry
+    tasks due soonest (the retry set is ordered by due time, not by failure time: a sample), seconds since.
     """
 
     queue: str
@@ -50,6 +54,10 @@ class QueueInfo:
     next_retry_at: datetime | None
     memory_usage: int | None
     timestamp: datetime
+    oldest_retry_failed_at: datetime | None = None
+    oldest_archived_at: datetime | None = None
+    oldest_retry_age: float = 0.0
+    oldest_archived_age: float = 0.0
 
     def count(self, state: TaskState | str) -> int:
         """The number of tasks in a state. Raises ValueError for an unknown state."""

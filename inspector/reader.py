@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from asynqpy.errors import InvalidArgumentError, MalformedTaskError, TaskNotFoundError
 from asynqpy.options import check_int
@@ -28,6 +28,7 @@ from inspector.models import DailyStats, QueueInfo, SearchResult, TaskPage, Task
 from inspector.scripts import script
 
 MEMORY_SAMPLES = 20
+RETRY_SAMPLES = 20  # retry tasks (due soonest) whose last failure time gives the oldest retry age
 MAX_HISTORY_DAYS = 365
 
 
@@ -36,7 +37,8 @@ def queue_info_call(q: str, now: float, *, memory: bool) -> Call[QueueInfo]:
     k = [keys.state_key(q, s) for s in states]
     k += [keys.paused(q), keys.groups(q), keys.processed_daily(q, now), keys.failed_daily(q, now),
           keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
-    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0],
+    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0,
+                                        RETRY_SAMPLES],
                 lambda raw: parse_queue_info(q, raw, now))
 
 
@@ -49,6 +51,8 @@ def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
     processed, failed, processed_total, failed_total = (_int(x) for x in raw[9:13])
     since = records.ns_time(raw[13] or None)
     memory = int(raw[16])
+    archived_at = from_unix(records.score(raw[17]))
+    retry_failed_at = from_unix(int(raw[18]) or None)
     return QueueInfo(
         queue=q, size=pending + active + scheduled + retry + archived + completed + aggregating,
         pending=pending, active=active, scheduled=scheduled, retry=retry, archived=archived, completed=completed,
@@ -57,7 +61,13 @@ def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
         latency=max(0.0, now - since.timestamp()) if since else 0.0, oldest_pending_since=since,
         next_scheduled_at=from_unix(records.score(raw[14])), next_retry_at=from_unix(records.score(raw[15])),
         memory_usage=memory if memory >= 0 else None, timestamp=from_unix(now) or datetime.now(UTC),
+        oldest_retry_failed_at=retry_failed_at, oldest_archived_at=archived_at,
+        oldest_retry_age=_age(now, retry_failed_at), oldest_archived_age=_age(now, archived_at),
     )
+
+
+def _age(now: float, t: datetime | None) -> float:
+    return max(0.0, now - t.timestamp()) if t else 0.0
 
 
 def queues(ctx: Ctx) -> list[str]:
@@ -96,7 +106,7 @@ def history(ctx: Ctx, q: str, days: int) -> list[DailyStats]:
     now = ctx.now()
     times = [now - i * 86400 for i in range(days)]
     ks = [k for t in times for k in (keys.processed_daily(q, t), keys.failed_daily(q, t))]
-    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), p.mget(ks)))
+    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), cast(Any, p).execute_command("MGET", *ks)))
     if not known:
         raise queue_missing(q)
     return [DailyStats(q, datetime.fromtimestamp(t, tz=UTC).date(), _int(vals[2 * i]), _int(vals[2 * i + 1]))

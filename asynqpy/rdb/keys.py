@@ -149,3 +149,14 @@ def scheduler_entries(scheduler_id: str) -> str:
 
 def scheduler_history(entry_id: str) -> str:
     return f"asynq:scheduler_history:{entry_id}"
+
+
+
+def tick_mark(q: str, entry_id: str) -> str:
+    """Our own: the latest tick of a scheduler entry that any replica claimed (Unix s), in the queue's slot."""
+    return f"asynqpy:{{{q}}}:lasttick:{entry_id}"
+
+
+def tick_claim(q: str, entry_id: str, tick: int) -> str:
+    """Our own: the claim of one tick of a scheduler entry (value: the scheduler id), with an expiry."""
+    return f"asynqpy:{{{q}}}:tick:{entry_id}:{tick}"

@@ -13,6 +13,7 @@ import time
 import redis
 
 from asynqpy import ServeMux, Server
+from asynqpy.connection import connect
 
 SEEN = "asynqpy:test:seen"      # hash: task id -> times handled
 STARTS = "asynqpy:test:starts"  # list: "<pid>:<task id>:<retry count>" per handler start
@@ -24,7 +25,7 @@ _conn: redis.Redis | None = None
 def conn() -> redis.Redis:
     global _conn
     if _conn is None:
-        _conn = redis.Redis.from_url(os.environ["TEST_REDIS_URL"])
+        _conn = connect(os.environ["TEST_REDIS_URL"])  # any URL form, a cluster's too
     return _conn
 
 

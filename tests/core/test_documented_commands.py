@@ -15,8 +15,12 @@ from asynqpy.clicommon import subparsers_of
 from tests.core.procs import Proc, run
 from tests.core.readme import README, asynqpy_commands, blocks, section
 
-LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid"}
-PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats"}
+LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: pid", "exporter": "serving http",
+                "scheduler": "started: ", "web": "serving the dashboard"}
+# What a long-running command gets besides what the docs show: a free port, and the test server.
+EXTRA: dict[str, list[str]] = {"dev": ["--port", "0"], "redis": ["--port", "0"], "exporter": ["--bind", "127.0.0.1:0"],
+                              "web": ["--bind", "127.0.0.1:0", "--workers", "1"]}
+PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats", "ENTRY_ID": "no-such-entry"}
 
 
 def help_texts() -> str:
@@ -53,16 +57,19 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
     app = next(body for lang, body in blocks(section("Quick start")) if body.startswith("# app/tasks.py"))
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "tasks.py").write_text(app)  # the module the worker commands name
+    cron = section("Scheduler: periodic tasks")  # app/cron.py and cron.yaml, for the scheduler commands
+    (tmp_path / "app" / "cron.py").write_text(next(b for lang, b in blocks(cron) if lang == "python"))
+    (tmp_path / "cron.yaml").write_text(next(b for lang, b in blocks(cron) if lang == "yaml"))
     failures = []
     for command in commands:
         argv = shlex.split(command.replace("3f0c...", task_id))[1:]
         argv = [PLACEHOLDERS.get(a, a) for a in argv]
         kind = argv[0] if argv else ""
         if kind in LONG_RUNNING:
-            extra = ["--port", "0"] if kind in ("dev", "redis") else ["--redis-url", redis_url]
+            extra = EXTRA.get(kind, []) + ([] if kind in ("dev", "redis") else ["--redis-url", redis_url])
             cwd = tmp_path / f"run-{kind}"
             cwd.mkdir(exist_ok=True)
-            if kind == "worker":
+            if kind in ("worker", "scheduler"):
                 cwd = tmp_path
             with Proc.asynqpy(*argv, *extra, cwd=cwd) as p:
                 try:
@@ -73,7 +80,10 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
             if code != 0 or "Traceback" in out:
                 failures.append(f"{command}: exit {code}\n{out[-2000:]}")
             continue
-        res = run(*argv, "--redis-url", redis_url, cwd=tmp_path, input="y\n")
+        answer = "y\n"
+        if argv[:2] in (["user", "add"], ["user", "passwd"]):  # they ask for a password at a prompt
+            argv, answer = [*argv, "--password-stdin"], "correct horse battery\n"
+        res = run(*argv, "--redis-url", redis_url, cwd=tmp_path, input=answer)
         if res.returncode != 0 or "Traceback" in res.stderr:
             failures.append(f"{command}: exit {res.returncode}\n{res.stdout[-1000:]}{res.stderr[-1000:]}")
     assert not failures, "\n\n".join(failures)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import redis
 
 from asynqpy import Client, ServeMux, Task
@@ -12,6 +13,8 @@ from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import TaskMessage
 from tests.helpers import running, wait_for
+
+pytestmark = pytest.mark.cluster_too
 
 
 def test_idle_worker_registers_and_receives_task(redis_url: str, r: redis.Redis) -> None:
@@ -114,12 +117,13 @@ def test_task_left_in_the_hand_off_list_at_shutdown_is_requeued(redis_url: str, 
 
 def test_forward_hands_due_tasks_to_waiters_and_wakes_for_the_rest(redis_url: str, r: redis.Redis) -> None:
     c = Client(redis_url)
+    # Due more than a second apart: asynq's scores are whole seconds, and within one second the order is the ids'.
     a = c.enqueue(Task("t", b"a"), process_in=10).id
-    b = c.enqueue(Task("t", b"b"), process_in=10.5).id
+    b = c.enqueue(Task("t", b"b"), process_in=11.5).id
     r.zadd(keys.waiters("default"), {"w1": time.time() + 60})
     ps = r.pubsub(ignore_subscribe_messages=True)
     ps.subscribe(keys.WAKE_CHANNEL)
-    moved, nxt = SyncRunner(r).run(broker.forward("default", now=time.time() + 11))
+    moved, nxt = SyncRunner(r).run(broker.forward("default", now=time.time() + 13))
     assert moved == 2 and nxt is None
     [item] = r.lrange(keys.handoff("default", "w1"), 0, -1)
     assert broker.parse_handoff(item)[0] == a  # the first due went to the waiter, leased

@@ -21,6 +21,8 @@ from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import ServerInfo, TaskMessage, WorkerInfo
 from tests.helpers import running, wait_for
 
+pytestmark = pytest.mark.cluster_too
+
 
 def stored(r: redis.Redis, tid: str, q: str = "default") -> TaskMessage:
     return TaskMessage.FromString(r.hget(keys.task(q, tid), "msg"))

@@ -13,6 +13,8 @@ from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import TaskMessage
 
+pytestmark = pytest.mark.cluster_too
+
 
 @pytest.fixture
 def run(r: redis.Redis) -> SyncRunner:

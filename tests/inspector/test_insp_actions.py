@@ -18,6 +18,8 @@ from inspector import (
 )
 from tests.inspector.worker import Clock, Worker
 
+pytestmark = pytest.mark.cluster_too
+
 
 def state_of(r: redis.Redis, q: str, tid: str) -> str | None:
     v = r.hget(keys.task(q, tid), "state")

@@ -6,6 +6,8 @@ import pytest
 
 from inspector.display import preview, view
 
+pytestmark = pytest.mark.cluster_too
+
 
 def test_json_is_pretty() -> None:
     v = view(b'{"a":[1,2],"b":"\xc3\xa9"}')

@@ -18,6 +18,8 @@ from inspector import (
 )
 from tests.inspector.worker import Clock
 
+pytestmark = pytest.mark.cluster_too
+
 
 def test_counts_per_state(insp: Inspector, one_of_each: dict[str, str], clock: Clock) -> None:
     qi = insp.queue_info("q")

@@ -10,6 +10,8 @@ from asynqpy.rdb import keys
 from inspector import Inspector
 from tests.inspector.worker import Worker
 
+pytestmark = pytest.mark.cluster_too
+
 
 @pytest.fixture
 def mixed(client: Client) -> None:

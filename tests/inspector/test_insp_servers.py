@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import redis
 
 from asynqpy import Client, ServeMux, Task
@@ -13,6 +14,8 @@ from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, ServerInfo, time
 from inspector import Inspector
 from tests.helpers import running, wait_for
 from tests.inspector.worker import Clock, Worker
+
+pytestmark = pytest.mark.cluster_too
 
 
 def test_servers_show_running_tasks(redis_url: str, client: Client) -> None:
@@ -24,19 +27,20 @@ def test_servers_show_running_tasks(redis_url: str, client: Client) -> None:
         release.wait(10)
 
     client.enqueue(Task("slow", b"zzz"), queue="work", task_id="s1")
-    with Inspector(redis_url) as insp, running(redis_url, mux, queues={"work": 3, "other": 1}, concurrency=2):
-        srv = wait_for(lambda: [s for s in insp.servers() if s.active_workers], what="an active worker")[0]
-        assert dict(srv.queues) == {"work": 3, "other": 1} and srv.concurrency == 2 and srv.status == "active"
-        (w,) = srv.active_workers
-        assert (w.task_id, w.task_type, w.task_payload, w.queue) == ("s1", "slow", b"zzz", "work")
-        assert w.started is not None and w.deadline is not None and w.deadline > w.started
-        why = insp.explain("work", "s1")
-        assert why.state is not None and why.state.value == "active"
-        codes = [f.code for f in why.findings]
-        assert "leased" in codes and "running" in codes and "consumer" in codes
-        assert insp.queue_warnings("work") == []
-        release.set()
-    assert insp.servers() == [] or all(not s.active_workers for s in insp.servers())
+    with Inspector(redis_url) as insp:
+        with running(redis_url, mux, queues={"work": 3, "other": 1}, concurrency=2):
+            srv = wait_for(lambda: [s for s in insp.servers() if s.active_workers], what="an active worker")[0]
+            assert dict(srv.queues) == {"work": 3, "other": 1} and srv.concurrency == 2 and srv.status == "active"
+            (w,) = srv.active_workers
+            assert (w.task_id, w.task_type, w.task_payload, w.queue) == ("s1", "slow", b"zzz", "work")
+            assert w.started is not None and w.deadline is not None and w.deadline > w.started
+            why = insp.explain("work", "s1")
+            assert why.state is not None and why.state.value == "active"
+            codes = [f.code for f in why.findings]
+            assert "leased" in codes and "running" in codes and "consumer" in codes
+            assert insp.queue_warnings("work") == []
+            release.set()
+        assert insp.servers() == [] or all(not s.active_workers for s in insp.servers())
 
 
 def test_expired_servers_are_not_listed(insp: Inspector, r: redis.Redis, clock: Clock) -> None:

@@ -14,6 +14,8 @@ from asynqpy.rdb import keys
 from inspector import Inspector, QueueNotFoundError, TaskNotFoundError, TaskState
 from tests.inspector.worker import Clock, Worker
 
+pytestmark = pytest.mark.cluster_too
+
 
 @pytest.mark.parametrize("state", [s.value for s in TaskState])
 def test_every_state_lists_its_task(insp: Inspector, one_of_each: dict[str, str], state: str) -> None:

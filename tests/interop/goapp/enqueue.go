@@ -96,7 +96,11 @@ func errorKind(err error) string {
 // the TaskInfo with "event":"enqueued", or "event":"enqueue_error" with error and kind.
 func enqueueCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
 	fs.Parse(args)
-	opt := common.connOpt()
+	runEnqueue(common.connOpt())
+}
+
+// runEnqueue is enqueueCommand on any connection (one server, or a cluster: cluster.go).
+func runEnqueue(opt asynq.RedisConnOpt) {
 	var specs []taskSpec
 	if err := json.NewDecoder(os.Stdin).Decode(&specs); err != nil {
 		fail("read specs: %v", err)

@@ -33,7 +33,12 @@ func registerInspectFlags(fs *flag.FlagSet) *[]string {
 func inspectCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
 	lookups := registerInspectFlags(fs)
 	fs.Parse(args)
-	insp := asynq.NewInspector(common.connOpt())
+	runInspect(common.connOpt(), *lookups)
+}
+
+// runInspect is inspectCommand on any connection (one server, or a cluster: cluster.go).
+func runInspect(opt asynq.RedisConnOpt, lookups []string) {
+	insp := asynq.NewInspector(opt)
 	defer insp.Close()
 	queues := must(insp.Queues())
 	sort.Strings(queues)
@@ -50,7 +55,7 @@ func inspectCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
 		"per_queue":         perQueue,
 		"servers":           servers,
 		"scheduler_entries": schedulerEntries(insp),
-		"tasks":             lookupTasks(insp, *lookups),
+		"tasks":             lookupTasks(insp, lookups),
 	})
 }
 

@@ -1,7 +1,10 @@
 // Command goapp is the Go side of asynqpy's interop tests: it enqueues, works and inspects
 // with the real github.com/hibiken/asynq, printing JSON that the Python tests compare against.
 //
-// Usage: goapp <enqueue|work|inspect|version> --redis host:port [--db N] [--password pw] [flags]
+// Usage:
+//
+//	goapp <enqueue|work|inspect|version> --redis host:port [--db N] [--password pw] [flags]
+//	goapp cluster <enqueue|work|inspect> --addrs h1:p1,h2:p2 [--password pw] [flags]
 //
 // It builds against every asynq release from v0.23.0 on (tests/interop/goasynq.py): features that a release
 // lacks are behind build tags (compat_*.go), and `goapp version` says which release and features it has.
@@ -56,15 +59,18 @@ func fail(format string, args ...any) {
 // commands maps each subcommand to its function, which lives in a file of its own: adding a subcommand is
 // that file and one line here. A command registers its flags on fs, parses args and reads common after that.
 var commands = map[string]func(fs *flag.FlagSet, common *commonFlags, args []string){
-	"enqueue": enqueueCommand,
-	"work":    workCommand,
-	"inspect": inspectCommand,
-	"version": versionCommand,
+	"enqueue":  enqueueCommand,
+	"work":     workCommand,
+	"inspect":  inspectCommand,
+	"version":  versionCommand,
+	"schedule": runSchedule,
+	"cluster":  clusterCommand,
+	"typed":    typedCommand,
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: goapp <subcommand> [flags] (subcommands: enqueue, work, inspect, version, ...)")
+		fail("usage: goapp <subcommand> [flags] (subcommands: enqueue, work, inspect, version, cluster, ...)")
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	run, ok := commands[cmd]

@@ -90,6 +90,11 @@ func callJSON(ctx context.Context, t *asynq.Task) map[string]any {
 func workCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
 	wf := registerWorkFlags(fs)
 	fs.Parse(args)
+	runWork(common.connOpt(), wf)
+}
+
+// runWork is workCommand on any connection (one server, or a cluster: cluster.go).
+func runWork(opt asynq.RedisConnOpt, wf *workFlags) {
 	delay := seconds(*wf.retryDelayS)
 	cfg := asynq.Config{
 		Concurrency:              *wf.concurrency,
@@ -101,7 +106,7 @@ func workCommand(fs *flag.FlagSet, common *commonFlags, args []string) {
 		LogLevel:                 asynq.WarnLevel,
 	}
 	setTaskCheckInterval(&cfg, 100*time.Millisecond)
-	srv := asynq.NewServer(common.connOpt(), cfg)
+	srv := asynq.NewServer(opt, cfg)
 	var calls atomic.Int64
 	enough := make(chan struct{})
 	handler := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {

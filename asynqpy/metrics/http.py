@@ -1,0 +1,116 @@
+"""MetricsHTTPServer: /metrics (optionally behind a bearer token) and health probes, on a port of its own."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from asynqpy.errors import UsageError
+
+log = logging.getLogger("asynqpy")
+
+Render = Callable[[], tuple[bytes, str]]  # body, content type
+Probe = Callable[[], tuple[bool, str]]  # ok, why
+
+
+def parse_bind(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
+    """"0.0.0.0:9876", ":9876", "9876" or "[::1]:9876" -> (host, port). Raises UsageError."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]") or default_host
+    try:
+        n = int(port)
+    except ValueError:
+        raise UsageError(f"expected host:port, got {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise UsageError(f"port must be between 0 and 65535, got {n}")
+    return host, n
+
+
+class MetricsHTTPServer:
+    """Serves render() at /metrics and each probe at its path (200 when ok, else 503), in a daemon thread.
+
+    token: when set, /metrics answers 401 unless the request carries `Authorization: Bearer <token>`
+    (probes stay open: kubelets do not send tokens).
+    """
+
+    def __init__(self, host: str, port: int, render: Render, probes: Mapping[str, Probe] | None = None, *,
+                 token: str | None = None) -> None:
+        self.render = render
+        self.probes = dict(probes or {})
+        self.token = token or None
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer._handle(self)
+
+            def log_message(self, fmt: str, *args: object) -> None:
+                log.debug("metrics http: " + fmt, *args)
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> MetricsHTTPServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="asynqpy-metrics-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def _handle(self, req: BaseHTTPRequestHandler) -> None:
+        path = req.path.split("?", 1)[0]
+        try:
+            if path == "/metrics":
+                if not self.authorized(req.headers.get("Authorization")):
+                    self._send(req, 401, b"a bearer token is required\n", "text/plain; charset=utf-8",
+                               {"WWW-Authenticate": "Bearer"})
+                    return
+                body, ctype = self.render()
+                self._send(req, 200, body, ctype)
+            elif path in self.probes:
+                ok, why = self.probes[path]()
+                self._send(req, 200 if ok else 503, (why + "\n").encode(), "text/plain; charset=utf-8")
+            else:
+                self._send(req, 404, b"not found: try /metrics\n", "text/plain; charset=utf-8")
+        except Exception:  # a broken collector answers 500 and is logged; the server carries on
+            log.exception("metrics http: %s failed", path)
+            self._send(req, 500, b"internal error\n", "text/plain; charset=utf-8")
+
+    def authorized(self, header: str | None) -> bool:
+        return authorized(self.token, header)
+
+    @staticmethod
+    def _send(req: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str,
+              headers: Mapping[str, str] | None = None) -> None:
+        req.send_response(code)
+        req.send_header("Content-Type", ctype)
+        req.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            req.send_header(k, v)
+        req.end_headers()
+        req.wfile.write(body)
+
+
+def authorized(token: str | None, header: str | None) -> bool:
+    """True when no token is required, or header is `Bearer <token>` (compared in constant time)."""
+    if not token:
+        return True
+    scheme, _, given = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())

@@ -1,0 +1,113 @@
+"""Worker metrics: task duration and wait histograms, failures and tasks in progress, built on the server's outcome
+hooks; readiness and liveness gauges a supervisor reads when worker processes share prometheus_client's
+multiprocess directory."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter as Tally
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from asynqpy.outcome import TaskOutcome
+
+if TYPE_CHECKING:
+    from asynqpy.server import Server
+
+# Background work: from a few milliseconds to an hour.
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+                    600.0, 1800.0, 3600.0)
+WAIT_BUCKETS = DURATION_BUCKETS
+DEFAULT_MAX_TASK_TYPES = 100
+OTHER = "other"
+FAILURES = frozenset({"retry", "archived", "canceled"})
+
+
+class WorkerMetrics:
+    """The metrics of one worker process. Hand `observe` to the Server as an outcome hook and call `watch(server)`.
+
+    max_task_types bounds the task_type label: the first max_task_types types seen keep their name, later ones
+    count as "other" (per process). Labels never carry task ids or error text.
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, max_task_types: int = DEFAULT_MAX_TASK_TYPES) -> None:
+        if isinstance(max_task_types, bool) or not isinstance(max_task_types, int) or max_task_types < 0:
+            raise ValueError(f"max_task_types must be an int >= 0, got {max_task_types!r}")
+        self.max_task_types = max_task_types
+        self._types: set[str] = set()
+        self._lock = threading.Lock()
+        self.duration = Histogram("asynqpy_task_duration_seconds", "Seconds a task's handler ran, by outcome.",
+                                  ["queue", "task_type", "outcome"], buckets=DURATION_BUCKETS, registry=registry)
+        self.wait = Histogram("asynqpy_task_wait_seconds",
+                              "Seconds from a task becoming pending (pending_since) to its handler starting.",
+                              ["queue"], buckets=WAIT_BUCKETS, registry=registry)
+        self.failures = Counter("asynqpy_task_failures", "Task runs that failed (retry, archived or canceled).",
+                                ["queue", "task_type"], registry=registry)
+        self.in_progress = Gauge("asynqpy_tasks_in_progress", "Tasks whose handler is running.", ["queue"],
+                                 registry=registry, multiprocess_mode="livesum")
+        self.ready = Gauge("asynqpy_worker_ready", "1 while the worker process takes tasks and reaches Redis.",
+                           registry=registry, multiprocess_mode="liveall")
+        self.live = Gauge("asynqpy_worker_live", "1 while every loop of the worker process runs.",
+                          registry=registry, multiprocess_mode="liveall")
+        self._queues: set[str] = set()
+        self._children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def task_type(self, name: str) -> str:
+        """The label for a task type: its name while fewer than max_task_types names are in use, else "other"."""
+        if name in self._types:
+            return name
+        with self._lock:
+            if name in self._types or len(self._types) < self.max_task_types:
+                self._types.add(name)
+                return name
+        return OTHER
+
+    def observe(self, o: TaskOutcome) -> None:
+        """The outcome hook (a few microseconds: the labelled children are looked up once and kept)."""
+        key = (o.queue, o.task_type, o.outcome)
+        children = self._children.get(key)
+        if children is None:
+            t = self.task_type(o.task_type)
+            children = (self.duration.labels(o.queue, t, o.outcome), self.wait.labels(o.queue),
+                        self.failures.labels(o.queue, t) if o.outcome in FAILURES else None)
+            self._children[key] = children
+        duration, wait, failures = children
+        duration.observe(o.duration)
+        if o.wait is not None:
+            wait.observe(o.wait)
+        if failures is not None:
+            failures.inc()
+
+    def watch(self, server: Server, interval: float = 0.25) -> None:
+        """Sample the server every interval seconds (tasks in progress, live, ready) in a daemon thread."""
+        for q in server.config.queues:
+            self._queues.add(q)
+            self.in_progress.labels(q).set(0)
+        self._thread = threading.Thread(target=self._watch, args=(server, interval), name="asynqpy-metrics",
+                                        daemon=True)
+        self._thread.start()
+
+    def sample(self, server: Server) -> None:
+        live, ready, _ = server.health()
+        rt = server.runtime
+        running = Tally(at.queue for at in list(rt.active.values()) if at.handle is not None
+                        and not at.handle.done()) if rt is not None else Tally[str]()
+        for q in self._queues | set(running):
+            self.in_progress.labels(q).set(running.get(q, 0))
+        self.live.set(1 if live else 0)
+        self.ready.set(1 if ready else 0)
+
+    def _watch(self, server: Server, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.sample(server)
+            except Exception:  # a sample during start or shutdown may see half-built state: try again
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)

@@ -1,0 +1,347 @@
+"""The Scheduler: enqueues periodic tasks at their ticks; replicas share the work, each tick enqueued once.
+
+A tick is an entry and its scheduled time. Whichever replica reaches it first (by its own clock, never
+before that time) claims it and enqueues the task in one script (rdb/lua/tick_claim.lua); the claim is the
+entry's latest claimed tick, kept in Redis with an expiry, so a replica whose clock lags finds the tick
+taken, and when one replica dies the others carry on. Entries are published in asynq:schedulers at start
+and at every heartbeat, with each enqueue in the entry's history, exactly as Go asynq's scheduler does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import redis.asyncio as aredis
+from redis.exceptions import RedisError
+
+from asynqpy.connection import aconnect
+from asynqpy.cron import zone
+from asynqpy.embedded import default_redis_url
+from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.scripts import AsyncRunner
+from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
+from asynqpy.task import Task
+from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, timestamp
+
+log = logging.getLogger("asynqpy.scheduler")
+
+HISTORY_CAP = 1000  # enqueue events kept per entry (asynq's cap)
+# Every tick is claimed with a key that lives at least late_grace + CLAIM_SLACK seconds (two periods for long
+# ones): longer than any replica may be late for it. Each entry's latest claimed tick is kept far longer, so
+# catch_up="last" knows after a downtime whether the entry ran before and which tick ran last.
+CLAIM_SLACK = 60.0
+LATEST_MIN_TTL = 7 * 86400
+MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
+RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
+REDIS_ERRORS = (RedisError, OSError)  # connection lost, timeouts, and replies such as OOM or READONLY
+
+
+class Clock(Protocol):
+    """Where the scheduler reads the time (Unix seconds) and how it waits. Inject one in tests."""
+
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> Awaitable[None]: ...
+
+
+class SystemClock:
+    """The machine's clock."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        return asyncio.sleep(seconds)
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """A registered entry as the scheduler sees it: next and previous ticks are Unix seconds or None."""
+
+    id: str
+    spec: str
+    task_type: str
+    opts: tuple[str, ...]
+    next_tick: float | None
+    prev_tick: float | None
+    enqueued: int
+
+
+class Scheduler:
+    """Enqueues registered tasks on their cron specs. Run several replicas for availability: each tick once.
+
+    redis_url: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server. location: the IANA zone of specs
+    without a CRON_TZ= prefix. catch_up: "none" (ticks missed while no replica ran are not replayed) or
+    "last" (at start, the most recent missed tick of each entry is enqueued once). late_grace: a replica
+    that fell behind (e.g. Redis was down) still enqueues due ticks at most this many seconds late; older
+    ones are skipped, except the latest.
+    """
+
+    def __init__(self, redis_url: str | None = None, *, location: str = "UTC",
+                 catch_up: Literal["none", "last"] = "none", heartbeat_interval: float = 10.0,
+                 late_grace: float = 60.0, clock: Clock | None = None,
+                 connection: aredis.Redis | None = None) -> None:
+        zone(location)
+        if catch_up not in ("none", "last"):
+            raise InvalidArgumentError(f"catch_up must be 'none' or 'last', got {catch_up!r}", argument="catch_up")
+        if heartbeat_interval <= 0:
+            raise InvalidArgumentError("heartbeat_interval must be positive", argument="heartbeat_interval")
+        self.redis_url = redis_url
+        self.location = location
+        self.catch_up = catch_up
+        self.heartbeat_interval = float(heartbeat_interval)
+        self.late_grace = float(late_grace)
+        self.clock: Clock = clock or SystemClock()
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4()}"
+        self.list_key = keys.scheduler_entries(self.id)
+        self._conn = connection
+        self._entries: dict[str, Entry] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+        self._changed = True
+        self.failures = 0  # enqueue attempts that failed (Redis errors, refused enqueues)
+
+    # -- entries ---------------------------------------------------------------------------------------------
+
+    def register(self, spec: str, task: Task, options: Any = None, *, entry_id: str | None = None,
+                 **fields: Any) -> str:
+        """Add a periodic task and return its entry id. fields are Client.enqueue's keywords (queue,
+        max_retry, timeout, ...), options a mapping of them (fields win). The id is derived from the spec,
+        task and options, so replicas agree on it, unless entry_id is given.
+
+        Raises InvalidArgumentError naming a bad spec, time zone or option. Works while running, too.
+        """
+        entry = make_entry(spec, task, options, fields, location=self.location, entry_id=entry_id,
+                           now=self.clock.now())
+        with self._lock:
+            if entry.id in self._entries:
+                raise InvalidArgumentError(f"entry {entry.id} ({spec!r} {task.type}) is already registered",
+                                           argument="entry_id")
+            self._entries[entry.id] = entry
+        self._poke()
+        return entry.id
+
+    def unregister(self, entry_id: str) -> None:
+        """Remove an entry. Raises InvalidArgumentError when no entry has that id."""
+        with self._lock:
+            if self._entries.pop(entry_id, None) is None:
+                raise InvalidArgumentError(f"no scheduler entry with id {entry_id!r}", argument="entry_id")
+        self._poke()
+
+    def entries(self) -> list[EntryInfo]:
+        """The registered entries, with this replica's view of their ticks."""
+        with self._lock:
+            return [EntryInfo(e.id, e.spec, e.task.type, tuple(e.opts), e.next_tick, e.prev_tick, e.enqueued)
+                    for e in self._entries.values()]
+
+    def _poke(self) -> None:
+        self._changed = True
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(wake.set)
+
+    def _snapshot(self) -> list[Entry]:
+        with self._lock:
+            return list(self._entries.values())
+
+    # -- running ---------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT (or stop()), then remove this scheduler's entries from Redis."""
+        asyncio.run(self._run_with_signals())
+
+    async def _run_with_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        await self.arun()
+
+    def stop(self) -> None:
+        """Ask a running scheduler to stop (from any thread or a signal handler)."""
+        self._stopping = True
+        self._poke()
+
+    async def arun(self, *, until: Callable[[], bool] | None = None) -> None:
+        """The asyncio form of run(): returns after stop() (or once until() is true), having cleaned up.
+
+        Raises RedisUnavailableError when Redis cannot be reached at start; later outages are logged, and the
+        ticks they delay are enqueued when Redis is back (up to late_grace seconds late).
+        """
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        url = self.redis_url or default_redis_url()
+        conn = self._conn or aconnect(url)
+        runner = AsyncRunner(conn)
+        try:
+            try:
+                await conn.ping()
+            except REDIS_ERRORS as exc:
+                raise RedisUnavailableError(url, exc) from exc
+            now = self.clock.now()
+            for e in self._snapshot():
+                await self._start_entry(runner, e, now)
+            log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
+            next_beat = now
+            while not self._stopping and not (until and until()):
+                self._wake.clear()
+                now = self.clock.now()
+                if self._changed or now >= next_beat:
+                    self._changed = False
+                    await self._beat(runner, now)
+                    next_beat = now + self.heartbeat_interval
+                wake_at = min(await self._fire_due(runner, now), next_beat)
+                delay = wake_at - self.clock.now()
+                if delay > 0 and not self._changed and not self._stopping:
+                    await self._pause(delay)
+        finally:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await self._remove_entries(conn)
+            if self._conn is None:
+                await conn.aclose()
+            self._loop = self._wake = None
+            self._stopping = False
+
+    async def _pause(self, delay: float) -> None:
+        assert self._wake is not None
+        sleeper = asyncio.ensure_future(self.clock.sleep(delay))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
+
+    async def _start_entry(self, runner: AsyncRunner, e: Entry, now: float) -> None:
+        if self.catch_up == "last" and e.next_tick is None:
+            last = e.schedule.prev(now)
+            if last is not None:
+                await self._fire(runner, e, last, now, catch_up=True)
+        e.next_tick = e.schedule.next(now)
+
+    async def _fire_due(self, runner: AsyncRunner, now: float) -> float:
+        """Enqueue every due tick (each one only if no replica claimed it yet). Returns when to wake next."""
+        wake_at = now + 3600.0
+        for e in self._snapshot():
+            if e.next_tick is None:
+                await self._start_entry(runner, e, now)
+            for _ in range(MAX_TICKS_PER_WAKE):
+                tick = e.next_tick
+                if tick is None or tick > now:
+                    break
+                following = e.schedule.next(tick)
+                if now - tick > self.late_grace and following is not None and following <= now:
+                    e.next_tick = self._resume_at(e, now)
+                    log.warning("scheduler: entry %s (%s) skipped its ticks from %s to before %s: more than "
+                                "%.0f s late", e.id, e.spec, _iso(tick), _iso(e.next_tick or now), self.late_grace)
+                    continue
+                if not await self._fire(runner, e, tick, now, catch_up=False):
+                    wake_at = min(wake_at, now + RETRY_AFTER)
+                    break
+                e.next_tick = following
+                self._changed = True  # publish the new next and previous ticks at once
+            else:
+                wake_at = now  # more due ticks than one wake-up handles: come straight back
+            if e.next_tick is not None:
+                wake_at = min(wake_at, e.next_tick)
+        return wake_at
+
+    def _resume_at(self, e: Entry, now: float) -> float | None:
+        """The first due tick at most late_grace old, or else the latest due one."""
+        t = e.schedule.next(now - self.late_grace - 0.001)
+        if t is None or t > now:
+            t = e.schedule.prev(now)
+        return t
+
+    async def _fire(self, runner: AsyncRunner, e: Entry, tick: float, now: float, *, catch_up: bool) -> bool:
+        """Claim and enqueue one tick. False when Redis could not be reached (the tick is tried again)."""
+        try:
+            opts = resolve(e.fields, now)
+            msg = broker.build_message(e.task.type, e.task.payload, dict(e.task.headers), opts)
+            period = (e.schedule.next(tick) or tick) - tick
+            call = broker.claim_tick(
+                broker.enqueue(msg, opts, now=now), opts.queue, e.id, tick=int(tick),
+                claim_ttl=int(max(self.late_grace + CLAIM_SLACK, 2 * period)),
+                latest_ttl=int(max(LATEST_MIN_TTL, 3 * period)), tolerance=int(self.late_grace + CLAIM_SLACK / 2),
+                owner=self.id, catch_up=catch_up)
+            mine = await runner.run(call, register_queue=opts.queue)
+        except REDIS_ERRORS as exc:
+            self.failures += 1
+            log.warning("scheduler: cannot enqueue %s for entry %s (%s): %s", e.task.type, e.id, e.spec, exc)
+            return False
+        except AsynqError as exc:  # a unique task still held, a task id taken: this tick is spent
+            self.failures += 1
+            log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
+            return True
+        if not mine:
+            return True
+        e.prev_tick = tick
+        e.enqueued += 1
+        event = SchedulerEnqueueEvent(task_id=opts.task_id, enqueue_time=timestamp(now)).SerializeToString()
+        hkey = keys.scheduler_history(e.id)
+        try:
+            pipe = runner.redis.pipeline(transaction=False)
+            pipe.zadd(hkey, {event: int(now)})
+            pipe.zremrangebyrank(hkey, 0, -(HISTORY_CAP + 1))
+            await pipe.execute()
+        except REDIS_ERRORS as exc:
+            log.warning("scheduler: enqueue history of entry %s not written: %s", e.id, exc)
+        log.info("scheduler: enqueued %s (%s) for %s: task %s", e.task.type, e.spec, _iso(tick), opts.task_id)
+        return True
+
+    async def _beat(self, runner: AsyncRunner, now: float) -> None:
+        """Publish the entries where asynq's Inspector reads them (TTL two heartbeats)."""
+        entries = self._snapshot()
+        try:
+            marks = []
+            if entries:
+                pipe = runner.redis.pipeline(transaction=False)
+                for e in entries:
+                    pipe.get(keys.tick_mark(e.queue, e.id))
+                marks = await pipe.execute()
+            data = []
+            for e, mark in zip(entries, marks, strict=False):
+                if mark is not None and (e.prev_tick is None or float(mark) > e.prev_tick):
+                    e.prev_tick = float(mark)  # a tick another replica enqueued
+                data.append(encode_entry(e))
+            ttl = max(2, int(2 * self.heartbeat_interval))
+            await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data))
+            await runner.redis.zadd(keys.SCHEDULERS, {self.list_key: int(now + ttl)})
+        except REDIS_ERRORS as exc:
+            log.warning("scheduler: heartbeat failed: %s", exc)
+
+    async def _remove_entries(self, conn: aredis.Redis) -> None:
+        """Take this scheduler out of asynq:schedulers, and drop the history of entries no live scheduler lists."""
+        pipe = conn.pipeline(transaction=False)
+        pipe.zrem(keys.SCHEDULERS, self.list_key)
+        pipe.delete(self.list_key)
+        await pipe.execute()
+        mine = {e.id for e in self._snapshot()}
+        live = await conn.zrangebyscore(keys.SCHEDULERS, int(self.clock.now()), "+inf")
+        for k in live:
+            for data in await conn.lrange(str(k, "utf-8") if isinstance(k, bytes) else str(k), 0, -1):
+                other = SchedulerEntry()
+                with contextlib.suppress(Exception):
+                    other.ParseFromString(bytes(data, "utf-8") if isinstance(data, str) else data)
+                    mine.discard(other.id)
+        if mine:
+            await conn.delete(*(keys.scheduler_history(i) for i in mine))
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

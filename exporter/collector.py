@@ -1,0 +1,138 @@
+"""QueueStateCollector: asynq's x/metrics names and ours, read from the Inspector's shared queue snapshot at scrape
+time, plus the exporter's own health (scrape errors and duration, Redis up, round-trip time, connection errors)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from asynqpy.errors import AsynqError, RedisUnavailableError
+from exporter import exposition
+from inspector import Inspector, QueueSnapshot
+
+log = logging.getLogger("asynqpy.exporter")
+
+ASYNQ_STATES = ("active", "pending", "scheduled", "retry", "archived", "completed")  # asynq's: no aggregating
+STATES = (*ASYNQ_STATES, "aggregating")
+
+
+class QueueStateCollector(Collector):
+    """Collects queue-state metrics from `inspector.queue_snapshot(max_age)` on every scrape.
+
+    When Redis cannot be reached the scrape still answers: the queue series are left out, asynqpy_redis_up is 0
+    and the error counters go up. Thread-safe (Flask and the exporter serve scrapes from several threads).
+    """
+
+    def __init__(self, inspector: Inspector, *, max_age: float = 2.0) -> None:
+        self.inspector = inspector
+        self.max_age = max_age
+        self._lock = threading.Lock()
+        self.scrape_errors = 0
+        self.connection_errors = 0
+        self.redis_up: bool | None = None  # None: not scraped yet
+        self.last_latency: float | None = None
+
+    def render(self) -> bytes:
+        """One scrape as exposition text (the fast writer of exporter.exposition; same text as
+        prometheus_client's generate_latest for a registry holding this collector)."""
+        return exposition.render(self.collect())
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # unchecked: the families depend on the queues found at scrape time
+
+    def collect(self) -> Iterator[Metric]:
+        t0 = time.perf_counter()
+        snap: QueueSnapshot | None = None
+        latency: float | None = None
+        with self._lock:
+            try:
+                latency = self.inspector.ping()
+                snap = self.inspector.queue_snapshot(self.max_age)
+            except RedisUnavailableError as exc:
+                self.connection_errors += 1
+                self.scrape_errors += 1
+                log.warning("exporter: %s", exc)
+            except (AsynqError, ValueError) as exc:  # e.g. a queue removed mid-read: the next scrape retries
+                self.scrape_errors += 1
+                log.warning("exporter: scrape failed: %s", exc)
+            self.redis_up = latency is not None
+            self.last_latency = latency
+            errors, conn_errors = self.scrape_errors, self.connection_errors
+        if snap is not None:
+            yield from queue_families(snap)
+        up = GaugeMetricFamily("asynqpy_redis_up", "1 when the last scrape reached Redis, else 0.")
+        up.add_metric([], 1.0 if latency is not None else 0.0)
+        yield up
+        if latency is not None:
+            lat = GaugeMetricFamily("asynqpy_redis_latency_seconds", "Round-trip time of a PING to Redis.")
+            lat.add_metric([], latency)
+            yield lat
+        ce = CounterMetricFamily("asynqpy_redis_connection_errors_total",
+                                 "Scrapes that could not reach Redis, since the exporter started.")
+        ce.add_metric([], conn_errors)
+        yield ce
+        se = CounterMetricFamily("asynqpy_exporter_scrape_errors_total",
+                                 "Scrapes that could not read the queue state, since the exporter started.")
+        se.add_metric([], errors)
+        yield se
+        dur = GaugeMetricFamily("asynqpy_exporter_scrape_duration_seconds",
+                                "Seconds this scrape spent reading the queue state.")
+        dur.add_metric([], time.perf_counter() - t0)
+        yield dur
+
+
+def queue_families(snap: QueueSnapshot) -> Iterator[Metric]:
+    """Every queue-state family of one snapshot: asynq's exact names first, then ours."""
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ("queue",)) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=list(labels))
+
+    enq = gauge("asynq_tasks_enqueued_total", "Number of tasks enqueued; broken down by queue and state.",
+                ("queue", "state"))
+    size = gauge("asynq_queue_size", "Number of tasks in a queue")
+    lat = gauge("asynq_queue_latency_seconds",
+                "Number of seconds the oldest pending task is waiting in pending state to be processed.")
+    mem = gauge("asynq_queue_memory_usage_approx_bytes",
+                "Number of memory used by a given queue (approximated number by sampling).")
+    processed = CounterMetricFamily("asynq_tasks_processed_total",
+                                    "Number of tasks processed (both succeeded and failed); broken down by queue",
+                                    labels=["queue"])
+    failed = CounterMetricFamily("asynq_tasks_failed_total", "Number of tasks failed; broken down by queue",
+                                 labels=["queue"])
+    paused_total = gauge("asynq_queue_paused_total", "Number of queues paused")
+    tasks = gauge("asynqpy_queue_tasks", "Tasks in a queue by state (aggregating included).", ("queue", "state"))
+    oldest = gauge("asynqpy_queue_oldest_task_age_seconds",
+                   "Age of the oldest task in a state: pending (since pending_since), retry (since its last "
+                   "failure, among the 20 retry tasks due soonest), archived (since archived).", ("queue", "state"))
+    paused = gauge("asynqpy_queue_paused", "1 when the queue is paused, else 0.")
+    qservers = gauge("asynqpy_queue_servers", "Live servers that serve the queue.")
+    busy = gauge("asynqpy_workers_busy", "Tasks of the queue running on live servers right now.")
+    for q in snap.queues:
+        n = q.queue
+        for st in ASYNQ_STATES:
+            enq.add_metric([n, st], q.count(st))
+        for st in STATES:
+            tasks.add_metric([n, st], q.count(st))
+        size.add_metric([n], q.size)
+        lat.add_metric([n], q.latency)
+        mem.add_metric([n], q.memory_usage or 0)
+        processed.add_metric([n], q.processed_total)
+        failed.add_metric([n], q.failed_total)
+        paused_total.add_metric([n], 1 if q.paused else 0)
+        paused.add_metric([n], 1 if q.paused else 0)
+        oldest.add_metric([n, "pending"], q.latency)
+        oldest.add_metric([n, "retry"], q.oldest_retry_age)
+        oldest.add_metric([n, "archived"], q.oldest_archived_age)
+        qservers.add_metric([n], snap.queue_servers.get(n, 0))
+        busy.add_metric([n], snap.workers_busy.get(n, 0))
+    yield from (enq, size, lat, mem, processed, failed, paused_total, tasks, oldest, paused, qservers, busy)
+    servers = GaugeMetricFamily("asynqpy_servers", "Live worker servers (asynqpy and Go asynq).")
+    servers.add_metric([], snap.servers)
+    yield servers
+    age = GaugeMetricFamily("asynqpy_snapshot_age_seconds", "Age of the shared queue snapshot this scrape read.")
+    age.add_metric([], snap.age())
+    yield age

@@ -1,0 +1,146 @@
+"""The shared queue snapshot: queue_infos and live servers, taken at most once per interval and kept in Redis,
+so every dashboard process, Prometheus scrape and exporter asking within that interval reads one GET."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from asynqpy.errors import InvalidArgumentError
+from inspector import cluster, reader
+from inspector.context import Ctx, from_unix
+from inspector.models import QueueInfo
+
+SNAPSHOT_KEY = "asynqpy:snapshot:queues"
+LOCK_KEY = "asynqpy:snapshot:queues:lock"
+KEEP = 60  # seconds the stored snapshot lives: askers with a longer max_age may still use it
+LOCK_TTL_MS = 5000  # a taker that died mid-way blocks the others this long at most
+WAIT_FOR_TAKER = 2.0  # seconds an asker waits for another process's snapshot before taking its own
+POLL = 0.02
+
+# Our own release: delete the lock only when it still holds our token (a slow taker never frees a successor's).
+_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+def _frozen() -> Mapping[str, int]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """Every registered queue's QueueInfo and the live servers, as of taken_at (Unix seconds).
+
+    servers: live servers. queue_servers: per queue, the live servers that serve it. workers_busy: per queue,
+    the tasks live servers are running. took: seconds the Redis reads took (0.0 when read from the cache).
+    """
+
+    taken_at: float
+    queues: tuple[QueueInfo, ...]
+    servers: int = 0
+    queue_servers: Mapping[str, int] = field(default_factory=_frozen)
+    workers_busy: Mapping[str, int] = field(default_factory=_frozen)
+    took: float = 0.0
+
+    def queue(self, name: str) -> QueueInfo | None:
+        return next((q for q in self.queues if q.queue == name), None)
+
+    def age(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.taken_at)
+
+
+def take(ctx: Ctx) -> QueueSnapshot:
+    """Read a fresh snapshot from Redis (two pipelined round trips for the queues, two for the servers)."""
+    t0 = time.perf_counter()
+    now = ctx.now()
+    infos = reader.queue_infos(ctx, None, memory=True)
+    live = cluster.servers(ctx)
+    per_queue: dict[str, int] = {}
+    busy: dict[str, int] = {}
+    for s in live:
+        for q in s.queues:
+            per_queue[q] = per_queue.get(q, 0) + 1
+        for w in s.active_workers:
+            busy[w.queue] = busy.get(w.queue, 0) + 1
+    return QueueSnapshot(now, tuple(infos), len(live), MappingProxyType(per_queue), MappingProxyType(busy),
+                         time.perf_counter() - t0)
+
+
+def queue_snapshot(ctx: Ctx, max_age: float) -> QueueSnapshot:
+    """The stored snapshot when it is at most max_age seconds old; else a new one, taken by one asker at a time
+    (the others wait up to WAIT_FOR_TAKER seconds for it). Raises RedisUnavailableError, ValueError."""
+    if isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or not max_age >= 0:
+        raise InvalidArgumentError(f"max_age must be a non-negative number of seconds, got {max_age!r}",
+                                   argument="max_age")
+    return _get_or_take(ctx, float(max_age))  # the Inspector turns connection errors into RedisUnavailableError
+
+
+def _get_or_take(ctx: Ctx, max_age: float) -> QueueSnapshot:
+    r = ctx.redis
+    snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
+    if snap is not None and ctx.now() - snap.taken_at <= max_age:
+        return snap
+    token = uuid.uuid4().hex
+    seen = snap.taken_at if snap is not None else None
+    if not r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
+        deadline = time.monotonic() + WAIT_FOR_TAKER
+        while time.monotonic() < deadline:
+            time.sleep(POLL)
+            snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
+            # the one being taken while we waited (however long its reads took), or one fresh enough
+            if snap is not None and ((seen is None or snap.taken_at > seen) or ctx.now() - snap.taken_at <= max_age):
+                return snap
+            if r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
+                break
+        else:
+            return take(ctx)  # the taker is stuck: read for ourselves, without storing
+    try:
+        # Another taker may have stored one between our GET and our lock: use it.
+        stored = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
+        if stored is not None and ((seen is None or stored.taken_at > seen)
+                                   or ctx.now() - stored.taken_at <= max_age):
+            return stored
+        snap = take(ctx)
+        r.set(SNAPSHOT_KEY, _dump(snap), ex=KEEP)
+    finally:
+        r.eval(_RELEASE, 1, LOCK_KEY, token)
+    return snap
+
+
+def _plain(v: Any) -> Any:
+    return v.timestamp() if isinstance(v, datetime) else v
+
+
+def _dump(s: QueueSnapshot) -> bytes:
+    queues = [{f.name: _plain(getattr(q, f.name)) for f in fields(QueueInfo)} for q in s.queues]
+    doc = {"v": 1, "taken_at": s.taken_at, "servers": s.servers, "queue_servers": dict(s.queue_servers),
+           "workers_busy": dict(s.workers_busy), "queues": queues}
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)  # ~10x smaller: every asker GETs it
+
+
+_TIMES = {f.name for f in fields(QueueInfo) if "datetime" in str(f.type)}
+
+
+def _fields(q: dict[str, Any]) -> dict[str, Any]:
+    return {k: from_unix(v) if k in _TIMES else v for k, v in q.items()}
+
+
+def _load(raw: bytes | None) -> QueueSnapshot | None:
+    """The stored snapshot, or None when there is none or it is not of this version (then it is retaken)."""
+    if not raw:
+        return None
+    try:
+        d = json.loads(zlib.decompress(raw))
+        if d.get("v") != 1:
+            return None
+        queues = tuple(QueueInfo(**_fields(q)) for q in d["queues"])
+        return QueueSnapshot(float(d["taken_at"]), queues, int(d["servers"]),
+                             MappingProxyType(dict(d["queue_servers"])), MappingProxyType(dict(d["workers_busy"])))
+    except (ValueError, KeyError, TypeError, zlib.error):
+        return None

@@ -1,0 +1,129 @@
+"""Through a real Prometheus: a queue's size and a duration quantile, and every PromQL expression of the Grafana
+dashboard and of the alert rules evaluated through the HTTP API, without error and with data."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.metrics.conftest import Stack, prometheus_binary
+from tests.metrics.scrape import scrape, value
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+WINDOW = "30s"  # what $__rate_interval becomes: 30 scrapes at 1 s
+
+
+def dashboard_exprs() -> list[str]:
+    dash = json.loads((DEPLOY / "grafana" / "asynqpy.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    for var in dash["templating"]["list"]:
+        if var["type"] == "query":  # label_values(metric, label): Grafana asks Prometheus for the metric's series
+            m = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", var["definition"])
+            assert m, var["definition"]
+            exprs.append(m.group(1))
+    return exprs
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    return [rule for g in doc["groups"] for rule in g["rules"]]
+
+
+def concrete(expr: str) -> str:
+    return expr.replace("$__rate_interval", WINDOW).replace('"$queue"', '".*"')
+
+
+def wait_for_data(stack: Stack, expr: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Poll until the expression returns at least one sample; fail at once on an error answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ans = stack.query(expr)
+        assert ans.get("status") == "success", f"{expr}: {ans.get('error')}"
+        if ans["data"]["result"]:
+            return dict(ans)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no data for {expr!r} after {timeout}s")
+        time.sleep(0.5)
+
+
+def test_dashboard_and_rules_are_parsed() -> None:
+    assert len(dashboard_exprs()) >= 20
+    dash = json.loads((DEPLOY / "grafana" / "asynqpy.json").read_text())
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)) and dash["uid"] == "asynqpy"
+    assert {v["name"] for v in dash["templating"]["list"]} == {"datasource", "queue"}
+    for p in dash["panels"]:
+        if p["type"] != "row":  # every query panel reads the chosen data source, and filters by $queue if per queue
+            assert p["datasource"]["uid"] == "${datasource}" and p["targets"], p["title"]
+            assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
+            for t in p["targets"]:
+                assert "queue" not in t["expr"] or '"$queue"' in t["expr"], t["expr"]
+    names = {r["alert"] for r in alert_rules()}
+    assert len(names) == 6
+    tested = yaml.safe_load((DEPLOY / "prometheus" / "alerts_test.yml").read_text())
+    covered = {t["alertname"] for case in tested["tests"] for t in case.get("alert_rule_test", [])}
+    assert covered == names  # every alert has a unit test
+
+
+def test_promtool_checks_and_unit_tests_the_rules() -> None:
+    if prometheus_binary() is None:
+        pytest.skip("promtool is not installed (apt-get install --no-install-recommends prometheus)")
+    check = subprocess.run(["promtool", "check", "rules", "alerts.yml"], cwd=DEPLOY / "prometheus",
+                           capture_output=True, text=True)
+    assert check.returncode == 0 and "SUCCESS: 6 rules found" in check.stdout, check.stdout + check.stderr
+    unit = subprocess.run(["promtool", "test", "rules", "alerts_test.yml"], cwd=DEPLOY / "prometheus",
+                          capture_output=True, text=True)
+    assert unit.returncode == 0, unit.stdout + unit.stderr
+    cfg = subprocess.run(["promtool", "check", "config", "prometheus.yml"], cwd=DEPLOY / "prometheus",
+                         capture_output=True, text=True)
+    assert cfg.returncode == 0, cfg.stdout + cfg.stderr
+
+
+def test_prometheus_reads_a_queue_size_equal_to_the_exporter(prometheus_stack: Stack) -> None:
+    ans = wait_for_data(prometheus_stack, 'asynq_queue_size{queue="stale"}')
+    assert [float(x["value"][1]) for x in ans["data"]["result"]] == [1.0]
+    assert value(scrape(prometheus_stack.exporter + "/metrics"), "asynq_queue_size", queue="stale") == 1
+    age = wait_for_data(prometheus_stack, 'asynqpy_queue_oldest_task_age_seconds{queue="stale",state="pending"}')
+    assert 3600 <= float(age["data"]["result"][0]["value"][1]) < 3700
+    targets = prometheus_stack.api("/api/v1/targets")["activeTargets"]
+    assert len(targets) == 3
+    deadline = time.monotonic() + 30
+    while any(t["health"] != "up" for t in prometheus_stack.api("/api/v1/targets")["activeTargets"]):
+        assert time.monotonic() < deadline, prometheus_stack.api("/api/v1/targets")
+        time.sleep(0.5)
+
+
+def test_a_duration_quantile_of_the_worker(prometheus_stack: Stack) -> None:
+    expr = ('histogram_quantile(0.5, sum by (le) (rate(asynqpy_task_duration_seconds_bucket'
+            '{queue="work",task_type="ok",outcome="success"}[30s])))')
+    ans = wait_for_data(prometheus_stack, expr)
+    p50 = float(ans["data"]["result"][0]["value"][1])
+    assert 0.01 <= p50 <= 0.1, p50  # the handler sleeps 20 ms: inside the 10-25 ms bucket, or a neighbour
+    total = wait_for_data(prometheus_stack, 'sum(asynqpy_task_duration_seconds_count{queue="work"})')
+    assert float(total["data"]["result"][0]["value"][1]) > 0
+
+
+@pytest.mark.parametrize("expr", dashboard_exprs())
+def test_every_dashboard_expression_returns_data(prometheus_stack: Stack, expr: str) -> None:
+    wait_for_data(prometheus_stack, concrete(expr))
+
+
+@pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: r["alert"])
+def test_every_alert_expression_returns_data(prometheus_stack: Stack, rule: dict[str, Any]) -> None:
+    wait_for_data(prometheus_stack, rule["expr"])  # the stack is built so that every alert's condition holds
+    deadline = time.monotonic() + 30
+    while True:  # and Prometheus's own evaluation of the rule: healthy, and its condition holding
+        rules = [r for g in prometheus_stack.api("/api/v1/rules")["groups"] for r in g["rules"]]
+        mine = next(r for r in rules if r["name"] == rule["alert"])
+        assert not mine.get("lastError"), mine
+        if mine["health"] == "ok" and mine["state"] in ("pending", "firing"):
+            break
+        assert time.monotonic() < deadline, mine
+        time.sleep(0.5)

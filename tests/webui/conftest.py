@@ -1,0 +1,6 @@
+"""Fixtures of the dashboard tests (defined in authkit and webkit), available to every module here."""
+
+from tests.webui.authkit import app, client, users_path
+from tests.webui.webkit import as_role, state
+
+__all__ = ["app", "as_role", "client", "state", "users_path"]

@@ -1,0 +1,134 @@
+"""`asynqpy user ...` and `asynqpy audit ...` as a person or a script runs them."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from asynqpy.cli import main
+from inspector.audit import STREAM, AuditLog
+from webui.users import UsersFile, verify_password
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        stdin: str = "") -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    path = tmp_path / "users.toml"
+    f = ["--users", str(path), "--redis-url", redis_url]
+    code, out, _ = run(["user", "add", "ann", "--role", "admin", "--password-stdin", *f], capsys, monkeypatch,
+                       "s3cret pass\n")
+    assert code == 0 and "added ann (admin)" in out
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    data = tomllib.loads(path.read_text())
+    assert data["users"]["ann"]["role"] == "admin"
+    assert verify_password(data["users"]["ann"]["password"], "s3cret pass")  # the trailing newline is not in it
+    assert "s3cret" not in path.read_text()
+    run(["user", "add", "bob", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "pw-bob\n")
+    code, out, _ = run(["user", "ls", *f], capsys, monkeypatch)
+    assert code == 0 and out.split() == ["NAME", "ROLE", "ann", "admin", "bob", "viewer"]
+    code, out, _ = run(["user", "ls", "--json", *f], capsys, monkeypatch)
+    assert json.loads(out) == [{"name": "ann", "role": "admin"}, {"name": "bob", "role": "viewer"}]
+
+    code, out, _ = run(["user", "passwd", "bob", "--password-stdin", *f], capsys,
+                       monkeypatch, "new-pw\n")
+    assert code == 0 and "changed the password of bob" in out
+    assert UsersFile(path).authenticate("bob", "new-pw") is not None
+    assert UsersFile(path).authenticate("bob", "pw-bob") is None
+    assert run(["user", "role", "bob", "operator", *f], capsys, monkeypatch)[0] == 0
+    assert UsersFile(path).get("bob").role == "operator"  # type: ignore[union-attr]
+    code, out, _ = run(["user", "rm", "bob", *f], capsys, monkeypatch)
+    assert code == 0 and "removed bob" in out
+    assert [u.name for u in UsersFile(path).all()] == ["ann"]
+    recs = AuditLog(redis.Redis.from_url(redis_url)).list().records
+    assert [(x.action, x.role, x.detail) for x in reversed(recs)] == [
+        ("user.add", "cli", "ann: added as admin"), ("user.add", "cli", "bob: added as viewer"),
+        ("user.passwd", "cli", "bob: password changed"), ("user.role", "cli", "bob: role set to operator"),
+        ("user.rm", "cli", "bob: removed")]
+
+
+def test_user_changes_stand_when_redis_is_down(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    f = ["--users", str(tmp_path / "u.toml"), "--redis-url", "redis://127.0.0.1:1/0"]
+    code, out, _ = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "p\n")
+    assert code == 0 and "not in the audit log: Redis unreachable" in out
+    assert UsersFile(tmp_path / "u.toml").get("ann") is not None
+
+
+def test_user_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    f = ["--users", str(tmp_path / "users.toml"), "--redis-url", redis_url]
+    run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "pw\n")
+    code, _, err = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "x\n")
+    assert code == 2 and "already exists" in err
+    code, _, err = run(["user", "add", "bad name", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch,
+                       "x\n")
+    assert code == 1 and "not allowed" in err
+    code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "")
+    assert code == 2 and "stdin is empty" in err
+    code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "\n")
+    assert code == 1 and "must not be empty" in err
+    code, _, err = run(["user", "add", "eve", "--role", "viewer", *f], capsys, monkeypatch)
+    assert code == 2 and "--password-stdin" in err  # no terminal to ask on
+    code, _, err = run(["user", "rm", "nobody", *f], capsys, monkeypatch)
+    assert code == 1 and "no user 'nobody'" in err
+    with pytest.raises(SystemExit):
+        run(["user", "add", "eve", "--role", "root", "--password-stdin", *f], capsys, monkeypatch, "x\n")
+
+
+def test_a_hand_edited_users_file(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    UsersFile(path).add("ann", "admin", "pw-1")
+    text = path.read_text().replace('role = "admin"', 'role = "operator"  # demoted by hand')
+    path.write_text("# our team\n" + text)
+    assert UsersFile(path).get("ann").role == "operator"  # type: ignore[union-attr]
+    path.write_text(text.replace('role = "admin"', 'role = "operator"').replace("[users.", "[user."))
+    assert UsersFile(path).all() == []
+    path.write_text('[users.ann]\nrole = "boss"\npassword = "x"\n')
+    from webui.users import UsersFileError
+
+    with pytest.raises(UsersFileError, match="role"):
+        UsersFile(path).all()
+
+
+def _tamper(r: Any, sid: str, **changes: object) -> None:
+    entries = [(k.decode(), v) for k, v in r.xrange(STREAM)]
+    r.delete(STREAM)
+    for k, fields in entries:
+        if k == sid:
+            fields = {b"r": json.dumps({**json.loads(fields[b"r"]), **changes}).encode()}
+        r.xadd(STREAM, fields, id=k)
+
+
+def test_audit_ls_and_verify(redis_url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    u = ["--redis-url", redis_url]
+    code, out, _ = run(["audit", "verify", *u], capsys, monkeypatch)
+    assert code == 0 and "empty" in out
+    log = AuditLog(r)
+    ids = [log.append("queue.pause", outcome="ok", user="ann", role="operator", queue=f"q{i}").id for i in range(4)]
+    code, out, _ = run(["audit", "verify", *u], capsys, monkeypatch)
+    assert code == 0 and "intact: 4 record(s)" in out
+    code, out, _ = run(["audit", "ls", "--queue", "q2", *u], capsys, monkeypatch)
+    assert code == 0 and len(out.splitlines()) == 1 and "ann(operator)" in out and "queue.pause ok" in out
+    code, out, _ = run(["audit", "ls", "--json", *u], capsys, monkeypatch)
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [4, 3, 2, 1]
+    _tamper(r, ids[1], user="someone-else")
+    code, out, _ = run(["audit", "verify", *u], capsys, monkeypatch)
+    assert code == 1 and "BROKEN at record seq 2" in out and "edited" in out and ids[1] in out
+    code, out, _ = run(["audit", "verify", "--json", *u], capsys, monkeypatch)
+    assert code == 1 and json.loads(out)["broken"]["kind"] == "edited"

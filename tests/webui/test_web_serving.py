@@ -1,0 +1,109 @@
+"""How the dashboard is served: settings from defaults, a config file, ASYNQPY_* variables and test overrides;
+a sub-path behind a reverse proxy; forwarded headers only from trusted proxies; the `asynqpy dev` add-on."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import urllib.request
+from pathlib import Path
+
+import pytest
+from werkzeug.test import Client as WsgiClient
+
+from asynqpy.errors import InvalidArgumentError
+from asynqpy.plugins import DevContext, dev_addons
+from tests.webui.authkit import PASSWORDS, make_app
+from webui import settings
+from webui.dev import ensure_admin
+from webui.proxy import wrap
+from webui.users import UsersFile
+
+
+def test_settings_layers(tmp_path: Path) -> None:
+    cfg = tmp_path / "web.toml"
+    cfg.write_text('page_size = 50\npoll_seconds = 9\ntrusted_proxies = ["10.0.0.0/8"]\n')
+    env = {"ASYNQPY_WEB_CONFIG": str(cfg), "ASYNQPY_POLL_SECONDS": "3", "ASYNQPY_READ_ONLY": "yes"}
+    s = settings({"ASYNQPY_MAX_PAGE_SIZE": 77}, environ=env)
+    assert s["ASYNQPY_PAGE_SIZE"] == 50  # the file
+    assert s["ASYNQPY_POLL_SECONDS"] == 3  # the environment beats the file
+    assert s["ASYNQPY_READ_ONLY"] is True and s["ASYNQPY_TRUSTED_PROXIES"] == ("10.0.0.0/8",)
+    assert s["ASYNQPY_MAX_PAGE_SIZE"] == 77  # the caller beats everything
+    assert settings({}, environ={})["ASYNQPY_PAGE_SIZE"] == 30
+    with pytest.raises(InvalidArgumentError, match="ASYNQPY_PAGE_SIZE"):
+        settings({}, environ={"ASYNQPY_PAGE_SIZE": "many"})
+
+
+def _login(c: WsgiClient, prefix: str, name: str, **environ: str) -> tuple[int, str]:
+    page = c.get(f"{prefix}/login", environ_base=environ).get_data(as_text=True)
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert token, page[:400]
+    resp = c.post(f"{prefix}/login", data={"username": name, "password": PASSWORDS[name], "csrf_token": token[1]},
+                  environ_base=environ, headers={"Origin": "http://localhost"})
+    return resp.status_code, resp.headers.get("Set-Cookie", "")
+
+
+def test_served_under_a_sub_path(redis_url: str, users_path: Path) -> None:
+    app = make_app(redis_url, users_path)
+    c = WsgiClient(wrap(app, prefix="/asynq"))
+    html = c.get("/asynq/login").get_data(as_text=True)
+    assert 'href="/asynq/static/app.css"' in html and 'action="/asynq/login"' in html
+    status, _ = _login(c, "/asynq", "vera")
+    assert status == 303
+    resp = c.get("/asynq/")
+    assert resp.status_code == 200 and 'href="/asynq/errors"' in resp.get_data(as_text=True)
+    app.extensions["asynqpy.inspector"].close()
+
+
+def test_forwarded_proto_only_from_trusted_proxies(redis_url: str, users_path: Path) -> None:
+    app = make_app(redis_url, users_path)
+    trusted = WsgiClient(wrap(app, trusted=["10.1.2.3"]))
+    _, cookie = _login(trusted, "", "vera", REMOTE_ADDR="10.1.2.3", HTTP_X_FORWARDED_PROTO="https")
+    assert "Secure" in cookie
+    untrusted = WsgiClient(wrap(app, trusted=["10.1.2.3"]))
+    _, cookie = _login(untrusted, "", "vera", REMOTE_ADDR="192.0.2.9", HTTP_X_FORWARDED_PROTO="https")
+    assert cookie and "Secure" not in cookie
+    with pytest.raises(ValueError, match="not an IP"):
+        wrap(app, trusted=["proxy.example"])
+    app.extensions["asynqpy.inspector"].close()
+
+
+def test_dev_addon_starts_the_dashboard_with_an_admin(redis_url: str, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASYNQPY_WEB_USERS", raising=False)
+    monkeypatch.delenv("ASYNQPY_ADMIN_PASSWORD", raising=False)
+    addon = next(a for a in dev_addons() if a.name == "dashboard")
+    parser = argparse.ArgumentParser()
+    addon.add_arguments(parser)
+    args = parser.parse_args(["--web-port", "0"])
+    assert args.web_port == 0
+    args.web_port = _free()
+    running = addon.start(DevContext(redis_url, tmp_path, args))
+    try:
+        url = running.banner[0].split("Dashboard: ")[1]
+        password = re.search(r"log in as admin / (\S+)", running.banner[1])
+        assert password, running.banner
+        assert UsersFile(tmp_path / "users.toml").authenticate("admin", password[1]) is not None
+        with urllib.request.urlopen(url + "healthz", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        running.stop()
+    # a second start keeps the account and does not print a password again
+    assert ensure_admin(str(tmp_path / "users.toml"), None) is None
+    assert ensure_admin(str(tmp_path / "users.toml"), "from-the-env-1") is None
+    assert UsersFile(tmp_path / "users.toml").authenticate("admin", "from-the-env-1") is not None
+
+
+def _free() -> int:
+    from asynqpy.embedded import free_port
+
+    return free_port()
+
+
+def test_web_command_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from asynqpy.cli import main
+
+    assert main(["web", "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+    assert main(["web", "--url-prefix", "asynq"]) == 2
+    assert "must start with '/'" in capsys.readouterr().err

@@ -1,0 +1,256 @@
+"""Who is signed in and what they may do: the login/logout blueprint, the user loader, and require_role.
+
+For the app factory: ``auth.init_app(app, get_inspector)``, before the other blueprints, sets up login, CSRF,
+sessions, security headers and the /audit page (settings: see webui.security). Then:
+
+- ``g.user``: a ``webui.users.User`` (``.name``, ``.role``, ``.can(role)``, ``.sso``) or None. Anonymous
+  requests are sent to /login?next=... except /login, /healthz, /metrics and /static/ (``PUBLIC_PATHS``,
+  or decorate a view with ``public``); htmx requests get 401 with an HX-Redirect header instead.
+- ``@require_role("operator")`` on a view: 403 unless the user's role includes it, and 403 for any change
+  (non-GET) above viewer in read-only mode (``ASYNQPY_READ_ONLY``), whatever the role. Roles: viewer < operator < admin.
+  ``can(role)`` (alias ``user_can``) answers the same question inside a view or a template.
+- templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
+  ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
+- ``webui.audit.record(...)`` writes an audit record for a change (see that module).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
+
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    abort,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from werkzeug.exceptions import HTTPException
+
+from webui import audit, csrf, security
+from webui.users import ROLES, User, role_allows
+
+log = logging.getLogger("asynqpy.web")
+bp = Blueprint("auth", __name__)
+F = TypeVar("F", bound=Callable[..., Any])
+PUBLIC_ENDPOINTS = {"auth.login", "static", "healthz", "metrics.metrics"}
+PUBLIC_PATHS = ("/login", "/healthz", "/metrics")
+LOGIN_FAILED = "Invalid username or password."
+
+
+def public(view: F) -> F:
+    """Mark a view as open without login (e.g. /healthz)."""
+    view._asynqpy_public = True  # type: ignore[attr-defined]
+    return view
+
+
+def _is_public() -> bool:
+    if request.endpoint in PUBLIC_ENDPOINTS:
+        return True
+    view = current_app.view_functions.get(request.endpoint or "")
+    if view is not None and getattr(view, "_asynqpy_public", False):
+        return True
+    return request.path in PUBLIC_PATHS or request.path.startswith("/static/")
+
+
+def safe_next(target: str | None) -> str:
+    """target when it is a path on this site, else the dashboard's root (never an off-site redirect)."""
+    root = request.script_root + "/"
+    if not target or not isinstance(target, str) or len(target) > 2000:
+        return root
+    if any(c in target for c in "\\\r\n\t") or not target.startswith("/") or target.startswith("//"):
+        return root
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc:
+        return root
+    return target
+
+
+def _sso_user() -> User | None:
+    header = current_app.config.get("ASYNQPY_AUTH_HEADER")
+    if not header:
+        return None
+    name = request.headers.get(header, "").strip()
+    if not name:
+        return None
+    if not security.from_trusted_proxy():
+        log.warning("ignored %s from %s: not a trusted proxy", header, security.peer_address())
+        return None
+    st = security.state()
+    groups = {grp.strip() for grp in request.headers.get(current_app.config["ASYNQPY_AUTH_GROUPS_HEADER"], "")
+              .split(",") if grp.strip()}
+    roles = [role for grp, role in st.group_roles.items() if grp in groups]
+    if current_app.config["ASYNQPY_AUTH_DEFAULT_ROLE"]:
+        roles.append(current_app.config["ASYNQPY_AUTH_DEFAULT_ROLE"])
+    if not roles:
+        abort(403, description=f"{name[:100]} signed in through the proxy but none of their groups has a role here")
+    return User(name[:200], max(roles, key=ROLES.index), sso=True)
+
+
+def load_user() -> Response | None:
+    """Before every request: put the signed-in user (or None) in g.user; send anonymous users to the login."""
+    g.user = None
+    if _is_public() and request.endpoint != "auth.login":
+        return None  # /healthz, /metrics, /static/: no Redis round trip for a session nobody needs
+    g.user = _sso_user()
+    sid = session.get("sid")
+    if g.user is None and isinstance(sid, str):
+        st = security.state()
+        live = st.sessions.get(sid)
+        stored = st.users.get(live.user) if live else None
+        if live is not None and (stored is None or live.stamp != st.users.stamp(live.user)):
+            st.sessions.end(sid)  # removed, or password changed since: this session is over
+            stored = None
+        if stored is None:
+            session.pop("sid", None)
+        g.user = stored
+    if g.user is not None or request.endpoint == "auth.login":
+        return None
+    target = request.script_root + request.full_path.rstrip("?")
+    if request.headers.get("HX-Request"):
+        # back to the page the browser shows after login, not to the partial it was polling
+        page = urlsplit(request.headers.get("HX-Current-URL", ""))
+        back = page.path + (f"?{page.query}" if page.query else "") if page.netloc == request.host else None
+        return Response("login required", 401, {"HX-Redirect": url_for("auth.login", next=back)})
+    login = url_for("auth.login", next=target if request.method == "GET" else None)
+    return cast(Response, redirect(login, 303))
+
+
+def refuse_in_read_only() -> None:
+    """Before every request: in read-only mode no state-changing request gets to a view (login aside)."""
+    if (security.read_only() and request.method not in csrf.SAFE_METHODS
+            and request.endpoint not in ("auth.login", "auth.logout")):
+        abort(403, description="the dashboard is read-only: no changes can be made")
+
+
+def require_role(role: str) -> Callable[[F], F]:
+    """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
+
+    A refused change (non-GET) is written to the audit log with outcome "denied". Raises ValueError at
+    decoration time for an unknown role.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+
+    def wrap(view: F) -> F:
+        @functools.wraps(view)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            user = g.get("user")
+            if user is None:
+                abort(401)
+            reason = None
+            if role != "viewer" and security.read_only() and request.method not in csrf.SAFE_METHODS:
+                reason = "the dashboard is read-only: no changes can be made"
+            elif not role_allows(user.role, role):
+                reason = f"this needs the {role} role; {user.name} is {user.role}"
+            if reason is not None:
+                if request.method not in csrf.SAFE_METHODS:
+                    audit.record(request.endpoint or request.path, queue=kwargs.get("queue") or kwargs.get("q"),
+                                 outcome="denied", detail=reason)
+                abort(403, description=reason)
+            return view(*args, **kwargs)
+
+        return cast(F, guarded)
+
+    return wrap
+
+
+def can(role: str) -> bool:
+    """For templates: whether the signed-in user may do what role allows (False in read-only mode above viewer)."""
+    user = g.get("user")
+    if user is None or not role_allows(user.role, role):
+        return False
+    return role == "viewer" or not security.read_only()
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    nxt = safe_next(request.values.get("next"))
+    if request.method == "GET":
+        if g.user is not None:
+            return redirect(nxt)
+        return render_template("login.html", next=nxt, error=None, username="")
+    st = security.state()
+    name = request.form.get("username", "")[:200]
+    password = request.form.get("password", "")
+    addr = security.client_address()
+    throttled = st.throttle.check(name, addr)
+    if throttled.blocked:
+        audit.record("login.failed", outcome="denied", user=name, role="",
+                     detail=f"throttled: too many failed logins, {throttled.retry_after}s left")
+        minutes = max(1, (throttled.retry_after + 59) // 60)
+        msg = f"Too many failed logins. Try again in {minutes} minute{'s' if minutes > 1 else ''}."
+        resp = render_template("login.html", next=nxt, error=msg, username=name)
+        return resp, 429, {"Retry-After": str(throttled.retry_after)}
+    user = st.users.authenticate(name, password)
+    if user is None:
+        st.throttle.failed(name, addr)
+        audit.record("login.failed", outcome="error", user=name, role="", detail="wrong username or password")
+        return render_template("login.html", next=nxt, error=LOGIN_FAILED, username=name), 401
+    st.throttle.succeeded(name)
+    old = session.get("sid")
+    if isinstance(old, str):
+        st.sessions.end(old)
+    session.clear()  # a new session id and a new CSRF token: nothing planted before login survives it
+    session["sid"] = st.sessions.create(user.name, st.users.stamp(user.name)).id
+    csrf.rotate()
+    g.user = user
+    audit.record("login", outcome="ok")
+    return redirect(nxt, 303)
+
+
+@bp.route("/logout", methods=["POST"])
+def logout() -> Any:
+    sid = session.get("sid")
+    if isinstance(sid, str):
+        security.state().sessions.end(sid)
+    if g.user is not None and not g.user.sso:
+        audit.record("logout", outcome="ok")
+    session.clear()
+    csrf.rotate()
+    return redirect(url_for("auth.login"), 303)
+
+
+user_can = can
+
+
+def _refused(exc: HTTPException) -> Any:
+    """400/401/403 as the dashboard's error page (an htmx request gets the message in place)."""
+    from webui import render  # the app's pages; imported late because it imports from this module's package
+
+    return render.error_page(exc, exc.code or 403)
+
+
+def _template_globals() -> dict[str, Any]:
+    return {"can": can, "current_user": g.get("user"), "read_only": security.read_only()}
+
+
+def init_app(app: Flask, get_inspector: Callable[[], Any] | None = None) -> None:
+    """Set up everything of auth on app: security headers, the session cookie and signing key, CSRF, the user
+    loader, read-only refusal, can()/current_user in templates, /login, POST /logout and the /audit page.
+
+    get_inspector: returns the app's Inspector, whose connection holds sessions, throttle counters and the
+    audit log (default webui.inspector). Call it before registering the other blueprints.
+    Raises ValueError for bad settings, OSError when the key file cannot be made.
+    """
+    security.init_app(app, get_inspector)
+    app.before_request(load_user)
+    app.before_request(refuse_in_read_only)
+    csrf.init_app(app)
+    app.context_processor(_template_globals)
+    for code in (400, 401, 403):
+        app.register_error_handler(code, _refused)
+    app.register_blueprint(bp)
+    from webui import auditviews  # it imports require_role from here
+
+    app.register_blueprint(auditviews.bp)

@@ -1,0 +1,60 @@
+"""Background replay/archive/delete-all jobs: started in a thread of the process that received the request,
+their progress read from Redis by any process (a widget that polls itself while the job runs), cancellable."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from flask import Blueprint, Flask, current_app
+
+from inspector.jobs import Job
+from webui import audit, inspector
+from webui.auth import require_role
+from webui.render import page
+
+bp = Blueprint("jobs", __name__)
+log = logging.getLogger("asynqpy.web")
+OUTCOME = {"done": "ok", "canceled": "partial", "failed": "error"}
+
+
+def launch(job_id: str) -> threading.Thread:
+    """Run the job in a daemon thread; when it ends, write the audit record with its final count."""
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    who = audit.capture()
+    insp = inspector()
+
+    def work() -> None:
+        with app.test_request_context():
+            try:
+                job = insp.run_job(job_id)
+                audit.restore(who)
+                audit.record(f"tasks.{job.action}_all", queue=job.queue, count=job.changed,
+                             outcome=OUTCOME.get(job.status, "error"),
+                             detail=f"job {job.id} {job.status}: {job.changed} of {job.total} {job.state.value} "
+                                    f"tasks changed" + (f"; {job.error}" if job.error else ""))
+            except Exception:  # the audit write must not kill the thread silently
+                log.exception("could not write the audit record of job %s", job_id)
+
+    t = threading.Thread(target=work, name=f"asynqpy-job-{job_id}", daemon=True)
+    t.start()
+    return t
+
+
+def _show(job: Job, message: str = "") -> Any:
+    return page("partials/_job.html", job=job, message=message, now=inspector().now())
+
+
+@bp.get("/jobs/<job_id>")
+@require_role("viewer")
+def job_status(job_id: str) -> Any:
+    return _show(inspector().job(job_id))
+
+
+@bp.post("/jobs/<job_id>/cancel")
+@require_role("admin")
+def job_cancel(job_id: str) -> Any:
+    job = inspector().cancel_job(job_id)
+    audit.record("job.cancel", queue=job.queue, count=job.done, outcome="ok", detail=f"job {job.id} canceled")
+    return _show(job, "the job stops after its current chunk")

@@ -1,0 +1,42 @@
+"""The dashboard's /metrics: the queue-state exporter as a Flask blueprint (no login; an optional bearer token).
+
+Register it with `app.register_blueprint(webui.metrics.bp)`. It reads from the app config:
+ASYNQPY_INSPECTOR (an Inspector to use) or ASYNQPY_REDIS_URL (default: asynqpy's default URL), METRICS_TOKEN
+(require `Authorization: Bearer <token>`; default ASYNQPY_METRICS_TOKEN from the environment) and
+METRICS_MAX_AGE (seconds a shared snapshot may be reused, default 2).
+"""
+
+from __future__ import annotations
+
+import os
+
+from flask import Blueprint, Response, current_app, request
+
+from asynqpy.embedded import default_redis_url
+from asynqpy.metrics.http import authorized
+from exporter.collector import QueueStateCollector
+from exporter.exposition import CONTENT_TYPE
+from inspector import Inspector
+
+bp = Blueprint("metrics", __name__)
+
+_EXT = "asynqpy_metrics"
+
+
+def _collector() -> QueueStateCollector:
+    col = current_app.extensions.get(_EXT)
+    if col is None:
+        cfg = current_app.config
+        insp = cfg.get("ASYNQPY_INSPECTOR") or Inspector(cfg.get("ASYNQPY_REDIS_URL") or default_redis_url())
+        col = QueueStateCollector(insp, max_age=float(cfg.get("METRICS_MAX_AGE", 2.0)))
+        current_app.extensions[_EXT] = col
+    return col
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    token = current_app.config.get("METRICS_TOKEN") or os.environ.get("ASYNQPY_METRICS_TOKEN")
+    if not authorized(token, request.headers.get("Authorization")):
+        return Response("a bearer token is required\n", 401, {"WWW-Authenticate": "Bearer"},
+                        mimetype="text/plain")
+    return Response(_collector().render(), 200, content_type=CONTENT_TYPE)

@@ -1,0 +1,115 @@
+"""Read-only pages: the overview with its charts, the last errors, servers, scheduler entries, Redis, /healthz."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, current_app, request
+
+from asynqpy.errors import RedisUnavailableError
+from inspector.models import QueueInfo
+from inspector.samples import TOTAL
+from webui import charts, inspector, snapshot
+from webui.auth import require_role
+from webui.render import page
+
+bp = Blueprint("pages", __name__)
+CHART_DAYS = (7, 30, 90)
+HISTORY_QUEUES = 200  # the daily chart sums at most this many queues (one read each)
+ENTRIES_PAGE = 50
+
+
+def _totals(infos: list[QueueInfo]) -> dict[str, int]:
+    keys = ("size", "pending", "active", "scheduled", "retry", "archived", "completed", "aggregating",
+            "processed", "failed")
+    return {k: sum(int(getattr(i, k)) for i in infos) for k in keys}
+
+
+@bp.get("/")
+@require_role("viewer")
+def overview() -> Any:
+    infos = snapshot.queue_infos()
+    sort = request.args.get("sort", "queue")
+    if sort in ("size", "latency", "failed", "processed", "archived", "retry", "pending"):
+        infos.sort(key=lambda i: getattr(i, sort), reverse=True)
+    return page("overview.html", "partials/_overview.html", infos=infos, totals=_totals(infos), sort=sort,
+                now=inspector().now())
+
+
+@bp.get("/charts/daily")
+@require_role("viewer")
+def daily_chart() -> Any:
+    """Processed and failed per UTC day over 7, 30 or 90 days: all queues, or ?queue=."""
+    days = request.args.get("days", 7, type=int)
+    days = days if days in CHART_DAYS else 7
+    insp = inspector()
+    queue = request.args.get("queue") or None
+    names = [queue] if queue else insp.queues()[:HISTORY_QUEUES]
+    sums: dict[str, list[int]] = {}
+    for q in names:
+        for d in insp.history(q, days):
+            s = sums.setdefault(d.date.isoformat(), [0, 0])
+            s[0] += d.processed
+            s[1] += d.failed
+    bars = [charts.Day(k, v[0], v[1]) for k, v in sorted(sums.items())]
+    label = f"Tasks processed per day, last {days} days" + (f", queue {queue}" if queue else "")
+    return page("partials/_daily_chart.html", chart=charts.daily_bars(bars, label), days=days, queue=queue,
+                choices=CHART_DAYS, total_processed=sum(b.processed for b in bars),
+                total_failed=sum(b.failed for b in bars))
+
+
+@bp.get("/charts/sizes")
+@require_role("viewer")
+def sizes_chart() -> Any:
+    """Queue sizes over the last hour from the samples every app process shares: all queues, or ?queue=."""
+    insp = inspector()
+    queue = request.args.get("queue") or None
+    samples = insp.size_samples(since=insp.now() - 3600, totals=queue is None)
+    label = "Queue sizes, last hour" + (f", queue {queue}" if queue else "")
+    return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue or TOTAL), queue=queue)
+
+
+@bp.get("/errors")
+@require_role("viewer")
+def errors() -> Any:
+    queue = request.args.get("queue") or None
+    insp = inspector()
+    found = insp.recent_failures([queue] if queue else None, limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
+    return page("errors.html", "partials/_errors.html", found=found, queue=queue, queues=insp.queues(),
+                limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
+
+
+@bp.get("/servers")
+@require_role("viewer")
+def servers() -> Any:
+    return page("servers.html", "partials/_servers.html", servers=inspector().servers(), now=inspector().now())
+
+
+@bp.get("/scheduler")
+@require_role("viewer")
+def scheduler() -> Any:
+    entries = inspector().scheduler_entries()
+    num = max(1, request.args.get("page", 1, type=int))
+    pages = max(1, -(-len(entries) // ENTRIES_PAGE))
+    shown = entries[(num - 1) * ENTRIES_PAGE:num * ENTRIES_PAGE]
+    entry = request.args.get("entry")
+    history = inspector().scheduler_history(entry, size=30) if entry else []
+    return page("scheduler.html", entries=shown, total=len(entries), page_num=num, pages=pages, entry=entry,
+                history=history, now=inspector().now())
+
+
+@bp.get("/redis")
+@require_role("viewer")
+def redis_page() -> Any:
+    return page("redis.html", info=inspector().redis_info())
+
+
+@bp.get("/healthz")
+def healthz() -> Any:
+    """200 when Redis answers, 503 with the reason when not; no login."""
+    try:
+        inspector().queues()
+    except RedisUnavailableError as exc:
+        return {"status": "unavailable", "reason": str(exc)}, 503
+    return {"status": "ok", "time": datetime.now(UTC).isoformat(timespec="seconds")}, 200

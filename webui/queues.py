@@ -1,0 +1,97 @@
+"""Queue and task pages: state tabs with counts, paginated task tables with each state's columns, search,
+and one task in full with the Inspector's answer to "why hasn't it run"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, abort, current_app, request
+
+from asynqpy.task import TaskState
+from inspector.jobs import Job
+from inspector.models import QueueInfo, SearchResult, TaskPage
+from webui import inspector, snapshot
+from webui.auth import require_role
+from webui.render import STATES, page
+
+bp = Blueprint("queues", __name__)
+SEARCH_FIELDS = ("type", "id_prefix", "text", "error")
+
+
+def default_state(info: QueueInfo) -> str:
+    """The tab to open: the first non-empty one in asynqmon's order, else pending."""
+    return next((s for s in STATES if info.count(s) and s != "aggregating"), "pending")
+
+
+def paging() -> tuple[int, int]:
+    """?page= and ?size=, bounded. Raises ValueError for a page below 1."""
+    cfg = current_app.config
+    num = request.args.get("page", 1, type=int)
+    size = request.args.get("size", cfg["ASYNQPY_PAGE_SIZE"], type=int) or cfg["ASYNQPY_PAGE_SIZE"]
+    if num < 1:
+        raise ValueError("page must be 1 or more")
+    return num, max(1, min(size, cfg["ASYNQPY_MAX_PAGE_SIZE"]))
+
+
+def search_args() -> dict[str, str]:
+    return {k: v for k in SEARCH_FIELDS if (v := request.args.get(k, "").strip())}
+
+
+def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", status: int = 200) -> Any:
+    """The queue page on one state's tab (also what actions render after changing something)."""
+    if state not in STATES:
+        abort(404)
+    info = snapshot.queue_info(queue)
+    num, size = paging()
+    group = request.values.get("group") or None
+    groups = inspector().groups(queue) if state == "aggregating" else []
+    if state == "aggregating" and group is None and groups:
+        group = groups[0].group
+    flt = search_args()
+    result: TaskPage | SearchResult | None = None
+    if flt:
+        cursor = request.args.get("cursor", 0, type=int) or 0
+        result = inspector().search(queue, state, type=flt.get("type"), id_prefix=flt.get("id_prefix"),
+                                    text=flt.get("text"), error=flt.get("error"), limit=size, cursor=max(0, cursor),
+                                    group=group)
+        tasks = result.tasks
+    elif state == "aggregating" and group is None:
+        tasks = ()
+    else:
+        result = inspector().list_tasks(queue, state, page=num, size=size, group=group)
+        tasks = result.tasks
+    started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
+        if state == "active" and tasks else {}
+    total = info.count(state) if not group else next((g.size for g in groups if g.group == group), 0)
+    pages = max(1, -(-total // size))
+    return page("queue.html", "partials/_queue.html", status=status, info=info, state=state, tasks=tasks,
+                result=result, search=flt, page_num=num, page_size=size, pages=pages, total=total,
+                groups=groups, group=group, message=message, kind=kind, now=inspector().now(), started=started,
+                jobs=recent_jobs(queue))
+
+
+def recent_jobs(queue: str) -> list[Job]:
+    """The queue's running jobs and those that ended in the last half minute (their final count shows)."""
+    now = inspector().now()
+    return [j for j in inspector().jobs(queue=queue, limit=5) if not j.finished or now - j.updated_at < 30]
+
+
+@bp.get("/queues/<queue>")
+@require_role("viewer")
+def queue_page(queue: str) -> Any:
+    return state_view(queue, request.args.get("state") or default_state(snapshot.queue_info(queue)))
+
+
+@bp.get("/queues/<queue>/<state>")
+@require_role("viewer")
+def queue_state(queue: str, state: str) -> Any:
+    return state_view(queue, state)
+
+
+@bp.get("/queues/<queue>/tasks/<task_id>")
+@require_role("viewer")
+def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") -> Any:
+    insp = inspector()
+    task = insp.get_task(queue, task_id)
+    why = insp.explain(queue, task_id) if task.state not in (TaskState.COMPLETED,) else None
+    return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now())

@@ -1,0 +1,73 @@
+"""Rendering in one place: full page or htmx partial from one helper, error pages, and the template filters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, current_app, render_template, request
+from markupsafe import Markup
+
+from asynqpy.errors import RedisUnavailableError
+from inspector.display import span
+from inspector.textout import size as human_size
+
+STATES = ("active", "pending", "aggregating", "scheduled", "retry", "archived", "completed")
+
+
+def is_htmx() -> bool:
+    return request.headers.get("HX-Request") == "true" and request.headers.get("HX-History-Restore-Request") != "true"
+
+
+def page(template: str, partial: str | None = None, *, status: int = 200, **ctx: Any) -> tuple[str, int]:
+    """The full page, or (for an htmx request) only its partial; both get the same context."""
+    name = partial if partial and is_htmx() else template
+    return render_template(name, **ctx), status
+
+
+def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str]]:
+    """A page (or, for htmx, a message) saying what went wrong; Redis being down is a banner, never a 500."""
+    down = isinstance(exc, RedisUnavailableError)
+    if status == 404:
+        title = "Not found"
+        text = str(exc) if not hasattr(exc, "description") else "There is nothing at this address."
+    elif status == 405:
+        title, text = "Method not allowed", "This address does not take that kind of request."
+    elif down:
+        title, text = "Redis is unavailable", str(exc).removeprefix("Redis is unavailable: ")
+    elif status >= 500:
+        title, text = "Something went wrong", "The error was logged. Try again, or look at the server's log."
+    elif status in (401, 403):
+        title, text = "Not allowed", getattr(exc, "description", None) or str(exc)
+    else:
+        title, text = "That did not work", getattr(exc, "description", None) or str(exc)
+    headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"} if is_htmx() else {}
+    ctx = {"title": title, "text": text, "status": status, "redis_down": text if down else None}
+    name = "partials/_message.html" if is_htmx() else "error.html"
+    return render_template(name, kind="error", message=f"{title}: {text}", **ctx), status, headers
+
+
+def when(t: datetime | None) -> Markup:
+    """A <time> element in UTC; static/app.js adds the viewer's local time and a relative form."""
+    if t is None:
+        return Markup("-")
+    utc = t.astimezone(UTC)
+    iso = utc.isoformat(timespec="seconds")
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(iso, utc.strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+def ago(t: datetime | None, now: float | None = None) -> str:
+    """'3m12s ago' or 'in 45s'."""
+    if t is None:
+        return "-"
+    delta = t.timestamp() - (now if now is not None else datetime.now(UTC).timestamp())
+    return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "0.0%"
+
+
+def init_app(app: Flask) -> None:
+    app.jinja_env.filters.update(when=when, ago=ago, span=span, size=human_size, percent=percent)
+    app.jinja_env.globals.update(STATES=STATES, poll_seconds=lambda: current_app.config["ASYNQPY_POLL_SECONDS"])

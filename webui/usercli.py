@@ -1,0 +1,145 @@
+"""`asynqpy user add|ls|rm|passwd|role`: manage the dashboard's users file (see webui.users).
+
+Each change is also written to the audit log (user: the OS account, role "cli") and rm/passwd end the user's
+open dashboard sessions, when Redis can be reached; the users file is what counts either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from typing import Any
+
+from asynqpy.errors import UsageError
+from webui.users import ROLES, UsersFile, check_name, check_password
+
+
+def _common() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--users", metavar="PATH", default=None,
+                   help="the users file (default: ASYNQPY_WEB_USERS, else ./asynqpy-users.toml)")
+    p.add_argument("--redis-url", default=argparse.SUPPRESS,
+                   help="where the dashboard keeps its audit log and sessions (default: as for other commands)")
+    return p
+
+
+def _password(args: argparse.Namespace) -> str:
+    """The new password: one line of stdin with --password-stdin, else asked twice on the terminal."""
+    if args.password_stdin:
+        line = sys.stdin.readline()
+        if not line:
+            raise UsageError("--password-stdin: stdin is empty")
+        return check_password(line.rstrip("\r\n"))
+    if not sys.stdin.isatty():
+        raise UsageError("no terminal to ask for the password: use --password-stdin")
+    first = getpass.getpass("Password: ")
+    if first != getpass.getpass("Password (again): "):
+        raise UsageError("the passwords do not match")
+    return check_password(first)
+
+
+def _record(args: argparse.Namespace, action: str, name: str, detail: str, *, end_sessions: bool = False) -> str:
+    """Best effort, through Redis: write the change to the audit log (user: the OS account that ran the command,
+    role "cli") and, for rm and passwd, end the user's dashboard sessions. Returns a note for the output."""
+    try:
+        from asynqpy.embedded import default_redis_url
+        from inspector.audit import AuditLog
+        from inspector.guard import GuardedInspector
+        from inspector.webstate import SessionStore
+
+        with GuardedInspector(getattr(args, "redis_url", None) or default_redis_url()) as insp:
+            insp.redis.connection_pool.connection_kwargs["socket_connect_timeout"] = 2
+            AuditLog(insp.redis).append(action, outcome="ok", user=_os_user(), role="cli", addr="localhost",
+                                        detail=f"{name}: {detail}")
+            n = SessionStore(insp.redis).end_user(name) if end_sessions else 0
+        return f"; ended {n} dashboard session(s)" if n else ""
+    except Exception as exc:  # Redis down or elsewhere: the users file is what counts; the dashboard rechecks it
+        return f" (not in the audit log: Redis unreachable: {exc.__class__.__name__})"
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def _add(args: argparse.Namespace) -> int:
+    users = UsersFile(args.users)
+    check_name(args.name)
+    if users.get(args.name) is not None and not args.replace:
+        raise UsageError(f"user {args.name!r} already exists in {users.path}; use `asynqpy user passwd` or --replace")
+    users.add(args.name, args.role, _password(args), replace=args.replace)
+    note = _record(args, "user.add", args.name, f"added as {args.role}", end_sessions=args.replace)
+    print(f"added {args.name} ({args.role}) to {users.path}{note}")
+    return 0
+
+
+def _ls(args: argparse.Namespace) -> int:
+    users = UsersFile(args.users)
+    rows = users.all()
+    if getattr(args, "json", False):
+        print(json.dumps([{"name": u.name, "role": u.role} for u in rows]))
+    elif not rows:
+        print(f"no users in {users.path}: add one with `asynqpy user add NAME --role admin`")
+    else:
+        width = max(len(u.name) for u in rows)
+        print(f"{'NAME'.ljust(width)}  ROLE")
+        for u in rows:
+            print(f"{u.name.ljust(width)}  {u.role}")
+    return 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    users = UsersFile(args.users)
+    users.remove(args.name)
+    print(f"removed {args.name} from {users.path}{_record(args, 'user.rm', args.name, 'removed', end_sessions=True)}")
+    return 0
+
+
+def _passwd(args: argparse.Namespace) -> int:
+    users = UsersFile(args.users)
+    if users.get(args.name) is None:
+        raise UsageError(f"no user {args.name!r} in {users.path}")
+    users.set_password(args.name, _password(args))
+    note = _record(args, "user.passwd", args.name, "password changed", end_sessions=True)
+    print(f"changed the password of {args.name}{note}")
+    return 0
+
+
+def _role(args: argparse.Namespace) -> int:
+    users = UsersFile(args.users)
+    users.set_role(args.name, args.role)
+    print(f"{args.name} is now {args.role}{_record(args, 'user.role', args.name, f'role set to {args.role}')}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `asynqpy user ...` to an argparse subparsers object (entry point asynqpy.commands: user)."""
+    c = [_common()]
+    user = subparsers.add_parser("user", help="manage dashboard users (names, roles, passwords)").add_subparsers(
+        dest="user_command", metavar="subcommand", required=True)
+    text = "add a user (password from a prompt or --password-stdin)"
+    p = user.add_parser("add", parents=c, help=text, description=text)
+    p.add_argument("name", help="the user's login name")
+    p.add_argument("--role", choices=ROLES, required=True,
+                   help="viewer reads; operator also acts on tasks and pauses queues; admin does everything")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
+    p.add_argument("--replace", action="store_true", help="replace a user of that name")
+    p.set_defaults(func=_add)
+    p = user.add_parser("ls", parents=c, help="list users and roles", description="list users and roles")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    p.set_defaults(func=_ls)
+    for name, fn, text in (("rm", _rm, "remove a user and end their sessions"),
+                           ("passwd", _passwd, "set a user's password and end their sessions")):
+        p = user.add_parser(name, parents=c, help=text, description=text)
+        p.add_argument("name", help="the user's login name")
+        if name == "passwd":
+            p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
+        p.set_defaults(func=fn)
+    p = user.add_parser("role", parents=c, help="change a user's role", description="change a user's role")
+    p.add_argument("name", help="the user's login name")
+    p.add_argument("role", choices=ROLES, help="the new role: viewer, operator or admin")
+    p.set_defaults(func=_role)

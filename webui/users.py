@@ -1,0 +1,261 @@
+"""The dashboard's users file: names, roles and scrypt password hashes in a small TOML file safe to edit by hand.
+
+    # asynqpy dashboard users
+    [users.alice]
+    role = "admin"
+    password = "scrypt$16384$8$1$<salt base64>$<hash base64>"
+
+Path: ``--users PATH``, else ASYNQPY_WEB_USERS, else ./asynqpy-users.toml (``default_users_path()``).
+Roles, weakest first: viewer (reads everything but the audit log), operator (also replays, archives,
+deletes and cancels single or selected tasks, pauses and resumes queues), admin (also all-in-state actions,
+deleting queues, the audit log).
+
+For other modules: ``create_user(path, name, role, password, replace=False)`` (the `asynqpy dev` add-on
+makes its admin with it), ``UsersFile(path)`` with ``get``, ``authenticate``, ``add``, ``remove``,
+``set_password``, ``all``; ``role_allows(have, need)``. This module imports no Flask and no Redis.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from asynqpy.errors import AsynqError, InvalidArgumentError
+
+ROLES = ("viewer", "operator", "admin")
+DEFAULT_FILE = "asynqpy-users.toml"
+ENV_USERS = "ASYNQPY_WEB_USERS"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+MAX_PASSWORD = 1024
+# scrypt at N=2**14, r=8, p=1 takes ~16 MiB and some tens of ms: slow for guessing, fine for a login.
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+
+
+class UsersFileError(AsynqError):
+    """The users file cannot be read or written (names the file and the problem)."""
+
+
+class UserNotFoundError(AsynqError):
+    """No user of that name in the users file."""
+
+
+class UserExistsError(AsynqError):
+    """A user of that name is already in the users file."""
+
+
+@dataclass(frozen=True)
+class User:
+    """A signed-in (or stored) user: name and role. sso: signed in through the proxy header."""
+
+    name: str
+    role: str
+    sso: bool = False
+
+    def can(self, need: str) -> bool:
+        return role_allows(self.role, need)
+
+
+def role_allows(have: str, need: str) -> bool:
+    """Whether role have includes role need (admin > operator > viewer). Raises InvalidArgumentError for an
+    unknown need."""
+    if need not in ROLES:
+        raise InvalidArgumentError(f"unknown role {need!r}; expected one of {', '.join(ROLES)}", argument="role")
+    return have in ROLES and ROLES.index(have) >= ROLES.index(need)
+
+
+def default_users_path() -> Path:
+    """ASYNQPY_WEB_USERS, else ./asynqpy-users.toml."""
+    return Path(os.environ.get(ENV_USERS) or DEFAULT_FILE)
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidArgumentError(
+            f"user name {name!r} is not allowed: 1-64 letters, digits and . _ @ + -, starting with a letter or digit",
+            argument="name")
+    return name
+
+
+def check_role(role: str) -> str:
+    if role not in ROLES:
+        raise InvalidArgumentError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}", argument="role")
+    return role
+
+
+def check_password(password: str) -> str:
+    if not isinstance(password, str) or not password:
+        raise InvalidArgumentError("the password must not be empty", argument="password")
+    if len(password) > MAX_PASSWORD:
+        raise InvalidArgumentError(f"the password is longer than {MAX_PASSWORD} characters", argument="password")
+    return password
+
+
+def _b64(b: bytes) -> str:
+    return base64.b64encode(b).decode()
+
+
+def hash_password(password: str) -> str:
+    """scrypt$N$r$p$salt$hash (base64), with a fresh 16-byte salt."""
+    salt = secrets.token_bytes(16)
+    dk = hashlib.scrypt(password.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32)
+    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${_b64(salt)}${_b64(dk)}"
+
+
+def verify_password(stored: str, password: str) -> bool:
+    """Whether password matches a hash_password() string; False for a malformed one (never raises)."""
+    try:
+        kind, n, r, p, salt, want = stored.split("$")
+        if kind != "scrypt" or int(n) > 2**20 or int(r) > 32 or int(p) > 16:
+            return False
+        dk = hashlib.scrypt(password.encode()[:4 * MAX_PASSWORD], salt=base64.b64decode(salt), n=int(n), r=int(r),
+                            p=int(p), dklen=len(base64.b64decode(want)), maxmem=2**28)
+        return hmac.compare_digest(dk, base64.b64decode(want))
+    except (ValueError, TypeError):
+        return False
+
+
+# Checked against when the user does not exist, so an unknown name costs as much as a wrong password.
+_DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+
+
+class UsersFile:
+    """The users file at path; re-read whenever it changes on disk (hand edits and `asynqpy user` take effect
+    on the next request). Raises UsersFileError for a file that is not valid TOML or not in this format."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path else default_users_path()
+        self._stamp: tuple[int, int, int] | None = None
+        self._users: dict[str, dict[str, str]] = {}
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._stamp, self._users = None, {}
+            return self._users
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp != self._stamp:
+            self._users = read_users(self.path)
+            self._stamp = stamp
+        return self._users
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def all(self) -> list[User]:
+        """Every user, by name."""
+        return [User(n, u["role"]) for n, u in sorted(self._load().items())]
+
+    def get(self, name: str) -> User | None:
+        u = self._load().get(name)
+        return User(name, u["role"]) if u else None
+
+    def stamp(self, name: str) -> str:
+        """A short fingerprint of the user's password hash: sessions made before a password change (by command or
+        by hand) no longer match it. "" for an unknown user. (A role change needs none: roles are read live.)"""
+        u = self._load().get(name)
+        if not u:
+            return ""
+        return hashlib.sha256(u["password"].encode()).hexdigest()[:16]
+
+    def authenticate(self, name: str, password: str) -> User | None:
+        """The user when name and password match, else None; an unknown name takes as long as a wrong password."""
+        u = self._load().get(name) if isinstance(name, str) else None
+        ok = verify_password(u["password"] if u else _DUMMY_HASH, password if isinstance(password, str) else "")
+        return User(name, u["role"]) if u and ok else None
+
+    def add(self, name: str, role: str, password: str, *, replace: bool = False) -> User:
+        """Add a user (or replace one with replace=True). Raises UserExistsError, InvalidArgumentError."""
+        check_name(name)
+        check_role(role)
+        check_password(password)
+        users = dict(self._load())
+        if name in users and not replace:
+            raise UserExistsError(f"user {name!r} already exists in {self.path}")
+        users[name] = {"role": role, "password": hash_password(password)}
+        self._save(users)
+        return User(name, role)
+
+    def remove(self, name: str) -> None:
+        """Raises UserNotFoundError."""
+        users = dict(self._load())
+        if users.pop(name, None) is None:
+            raise UserNotFoundError(f"no user {name!r} in {self.path}")
+        self._save(users)
+
+    def set_password(self, name: str, password: str) -> None:
+        """Raises UserNotFoundError, InvalidArgumentError."""
+        self._update(name, password=hash_password(check_password(password)))
+
+    def set_role(self, name: str, role: str) -> None:
+        """Raises UserNotFoundError, InvalidArgumentError."""
+        self._update(name, role=check_role(role))
+
+    def _update(self, name: str, **fields: str) -> None:
+        users = dict(self._load())
+        if name not in users:
+            raise UserNotFoundError(f"no user {name!r} in {self.path}")
+        users[name] = {**users[name], **fields}
+        self._save(users)
+
+    def _save(self, users: dict[str, dict[str, str]]) -> None:
+        write_users(self.path, users)
+        self._stamp = None
+
+
+def read_users(path: Path) -> dict[str, dict[str, str]]:
+    """{name: {"role", "password"}} from a users file. Raises UsersFileError naming the file and the problem."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsersFileError(f"cannot read the users file {path}: {exc}") from None
+    table = data.get("users", {})
+    if not isinstance(table, dict):
+        raise UsersFileError(f"{path}: [users] must be a table of users")
+    out: dict[str, dict[str, str]] = {}
+    for name, u in table.items():
+        if not isinstance(u, dict) or not isinstance(u.get("password"), str) or u.get("role") not in ROLES:
+            raise UsersFileError(f"{path}: user {name!r} needs role = one of {', '.join(ROLES)} and a password hash")
+        out[name] = {"role": u["role"], "password": u["password"]}
+    return out
+
+
+def write_users(path: Path, users: dict[str, dict[str, str]]) -> None:
+    """Write the users file atomically (a temporary file renamed over it), readable by its owner only."""
+    lines = ["# asynqpy dashboard users: `asynqpy user add|rm|passwd` edits this file; hand edits are fine.",
+             f"# role is one of {', '.join(ROLES)}; password is a hash (set it with `asynqpy user passwd NAME`).",
+             ""]
+    for name in sorted(users):
+        u = users[name]
+        lines += [f"[users.{json.dumps(name)}]", f"role = {json.dumps(u['role'])}",
+                  f"password = {json.dumps(u['password'])}", ""]
+    path = path.resolve()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".asynqpy-users-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines))
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise UsersFileError(f"cannot write the users file {path}: {exc}") from None
+
+
+def create_user(path: str | os.PathLike[str] | None, name: str, role: str, password: str, *,
+                replace: bool = False) -> User:
+    """Add a user to the users file at path (None: the default path). Raises UserExistsError (unless
+    replace), InvalidArgumentError, UsersFileError."""
+    return UsersFile(path).add(name, role, password, replace=replace)
