@@ -126,11 +126,18 @@ class Call(Generic[R]):
 
 
 def _plain_pool(client: Any) -> Any:
-    """The connection pool of a plain (sync or asyncio) Redis client, else None (cluster clients and the rest
+    """The connection pool of a plain (sync or asyncio) Redis client, else None (cluster and Sentinel clients
     keep redis-py's own command path)."""
     if isinstance(client, (redis.Redis, aredis.Redis)) and not is_cluster(client):
-        return getattr(client, "connection_pool", None)
+        pool = getattr(client, "connection_pool", None)
+        # Sentinel pools find the primary anew on failover through redis-py's retries: they keep its path.
+        if type(pool) in _PLAIN_POOLS:
+            return pool
     return None
+
+
+_PLAIN_POOLS = (redis.ConnectionPool, redis.BlockingConnectionPool, aredis.ConnectionPool,
+                aredis.BlockingConnectionPool)
 
 
 def _evalsha(call: Call[Any]) -> tuple[Any, ...]:
