@@ -55,10 +55,31 @@ class HandoffListener:
         self.lanes = [_Lane(self, g) for g in groups]
         self._stop = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._withdrawing: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(lane.run(), name=f"asynqpy-handoff-{i}")
                        for i, lane in enumerate(self.lanes)]
+
+    def withdraw(self) -> None:
+        """The processor just filled up: withdraw the registration now, on the runtime's connection, rather than
+        when a lane's BLPOP returns (up to BLOCK later), so producers stop handing tasks over that would go back
+        to their queue. A lane registers again once a slot is free."""
+        registered = [lane for lane in self.lanes if lane._registered_until]
+        if not registered or self._stop:
+            return
+        for lane in registered:
+            lane._registered_until = 0.0
+        task = asyncio.create_task(self._withdraw([q for lane in registered for q in lane.queues]))
+        self._withdrawing.add(task)
+        task.add_done_callback(self._withdrawing.discard)
+
+    async def _withdraw(self, queues: list[str]) -> None:
+        try:
+            for q in queues:
+                await self.rt.aredis.zrem(keys.waiters(q), self.rt.server_id)
+        except REDIS_DOWN as exc:  # the registration lapses by itself (REGISTRATION_TTL)
+            log.debug("handoff: could not withdraw: %s", exc)
 
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
