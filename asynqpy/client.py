@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any, Self
 
 import redis
 import redis.asyncio as aredis
 
+from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, NotDurableError, RedisUnavailableError, mask_url
-from asynqpy.options import EnqueueOptions, TaskOptions, check_int, options_from
+from asynqpy.errors import NotDurableError, RedisUnavailableError, mask_url
+from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
-from asynqpy.task import Task, TaskInfo, TaskState
+from asynqpy.task import Task, TaskInfo
 from asynqpy.wire import TaskMessage
 
 
-def _info(msg: TaskMessage, opts: EnqueueOptions, now: float) -> TaskInfo:
-    if opts.process_at > now:
-        state, nxt = TaskState.SCHEDULED, datetime.fromtimestamp(opts.process_at, tz=UTC)
-    elif opts.group:
-        state, nxt = TaskState.AGGREGATING, None
-    else:
-        state, nxt = TaskState.PENDING, datetime.fromtimestamp(now, tz=UTC)
-    return TaskInfo.from_message(msg, state, next_process_at=nxt)
+def _info(task: Task, opts: EnqueueOptions, now: float) -> TaskInfo:
+    return Infos(opts, now).make(task, opts.task_id)
 
 
 def message(task: Task, opts: EnqueueOptions) -> TaskMessage:
@@ -38,16 +30,10 @@ def message(task: Task, opts: EnqueueOptions) -> TaskMessage:
     return broker.build_message(task.type, None if task.nil_payload else task.payload, task.headers, opts)
 
 
-def _check_task(task: Task, argument: str) -> Task:
-    if not isinstance(task, Task):
-        raise InvalidArgumentError(f"{argument} must be a Task, not {type(task).__name__}", argument=argument)
-    return task
-
-
-def _prepare(task: Task, options: TaskOptions, now: float) -> tuple[TaskMessage, EnqueueOptions, Call[None]]:
+def _prepare(task: Task, options: TaskOptions, now: float) -> tuple[EnqueueOptions, Call[None]]:
     opts = options.resolve(now)
-    msg = message(_check_task(task, "task"), opts)
-    return msg, opts, broker.enqueue(msg, opts, now=now)
+    msg = message(check_task(task, "task"), opts)
+    return opts, broker.enqueue(msg, opts, now=now)
 
 
 # Producers register their queue in asynq:queues (asynq's rule). A client repeats the SADD at most this often
@@ -69,41 +55,7 @@ class _Registry:
         return queue
 
 
-class _Batch:
-    """One enqueue_many: the messages, their Calls a chunk at a time, and each task's outcome.
-
-    The options are checked and resolved once for the batch; each task only gets its own id. Only the last
-    Call of a chunk wakes idle workers, so a batch costs one wake-up per chunk.
-    """
-
-    def __init__(self, tasks: Iterable[Task], options: TaskOptions, now: float, chunk: int) -> None:
-        check_int(chunk, "chunk", minimum=1)
-        if options.task_id is not None:
-            raise InvalidArgumentError("enqueue_many takes no task_id: every task gets its own", argument="task_id")
-        self.now = now
-        self.chunk = chunk
-        self.queue = options.queue
-        base = options.resolve(now, task_id="-")
-        self.durable = base.durable
-        self.prepared: list[tuple[TaskMessage, EnqueueOptions]] = []
-        for t in tasks:
-            opts = dataclasses.replace(base, task_id=str(uuid.uuid4()))
-            self.prepared.append((message(_check_task(t, "tasks"), opts), opts))
-        self.out: list[TaskInfo | Exception] = []
-
-    def chunks(self) -> Iterator[list[Call[None]]]:
-        for start in range(0, len(self.prepared), self.chunk):
-            part = self.prepared[start:start + self.chunk]
-            yield [broker.enqueue(msg, opts, now=self.now, wake=(i == len(part) - 1))
-                   for i, (msg, opts) in enumerate(part)]
-
-    def record(self, results: Sequence[object]) -> None:
-        part = self.prepared[len(self.out):len(self.out) + len(results)]
-        for (msg, opts), res in zip(part, results, strict=True):
-            self.out.append(res if isinstance(res, Exception) else _info(msg, opts, self.now))
-
-
-def _unconfirmed(results: list[Exception | None], confirmed: bool) -> list[Exception | None]:
+def _unconfirmed(results: list[Any], confirmed: bool) -> list[Any]:
     """A durable chunk's results: when the replicas did not confirm it, every stored task says so."""
     if confirmed:
         return results
@@ -138,7 +90,7 @@ class Client:
         replicas of a durable enqueue did not confirm it in time.
         """
         now = time.time()
-        msg, opts, call = _prepare(task, options_from(options, fields), now)
+        opts, call = _prepare(task, options_from(options, fields), now)
         try:  # not a with-block: this is the enqueue hot path
             if opts.durable is not None:
                 self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
@@ -146,7 +98,7 @@ class Client:
                 self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
-        return _info(msg, opts, now)
+        return _info(task, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
                      **fields: Any) -> list[TaskInfo | Exception]:
@@ -158,15 +110,21 @@ class Client:
         RedisUnavailableError.
         """
         now = time.time()
-        batch = _Batch(tasks, options_from(options, fields), now, chunk)
+        batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
                 self.redis.sadd(keys.QUEUES, batch.queue)
-            for calls in batch.chunks():
-                if batch.durable is not None:
-                    batch.record(_unconfirmed(*self._runner.run_many_durable(calls, batch.durable)))
+            durable = batch.same.base.durable
+            for part in batch.parts():
+                if durable is not None:
+                    results = self._runner.run_many_durable(batch.calls(part), durable)
+                    batch.record_parsed(part, _unconfirmed(*results))
+                elif self._runner.plain:
+                    cmds = batch.same.commands(part)
+                    raws = self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
+                    batch.record(part, cmds, raws)
                 else:
-                    batch.record(self._runner.run_many(calls))
+                    batch.record_parsed(part, self._runner.run_many(batch.calls(part)))
         return batch.out
 
     def close(self) -> None:
@@ -188,11 +146,19 @@ class AsyncClient:
         self.url = mask_url(url) if connection is None else url_of(connection)
         self._runner = AsyncRunner(self.redis)
         self._registry = _Registry()
+        self._enqueuer = AsyncEnqueuer(self._runner, self._registry) if self._runner.plain else None
 
     async def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
         """See Client.enqueue."""
+        merged = options_from(options, fields)
+        if self._enqueuer is not None and not merged.durable:  # concurrent callers share round trips
+            check_task(task, "task")
+            try:
+                return await self._enqueuer.enqueue(task, merged)
+            except UNREACHABLE as exc:
+                raise RedisUnavailableError(self.url, exc) from exc
         now = time.time()
-        msg, opts, call = _prepare(task, options_from(options, fields), now)
+        opts, call = _prepare(task, merged, now)
         try:
             if opts.durable is not None:
                 await self._runner.run_durable(call, opts.durable,
@@ -201,21 +167,27 @@ class AsyncClient:
                 await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except UNREACHABLE as exc:
             raise RedisUnavailableError(self.url, exc) from exc
-        return _info(msg, opts, now)
+        return _info(task, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
                            **fields: Any) -> list[TaskInfo | Exception]:
         """See Client.enqueue_many."""
         now = time.time()
-        batch = _Batch(tasks, options_from(options, fields), now, chunk)
+        batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
                 await self.redis.sadd(keys.QUEUES, batch.queue)
-            for calls in batch.chunks():
-                if batch.durable is not None:
-                    batch.record(_unconfirmed(*await self._runner.run_many_durable(calls, batch.durable)))
+            durable = batch.same.base.durable
+            for part in batch.parts():
+                if durable is not None:
+                    results = await self._runner.run_many_durable(batch.calls(part), durable)
+                    batch.record_parsed(part, _unconfirmed(*results))
+                elif self._runner.plain:
+                    cmds = batch.same.commands(part)
+                    raws = await self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
+                    batch.record(part, cmds, raws)
                 else:
-                    batch.record(await self._runner.run_many(calls))
+                    batch.record_parsed(part, await self._runner.run_many(batch.calls(part)))
         return batch.out
 
     async def close(self) -> None:

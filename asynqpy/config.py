@@ -46,8 +46,12 @@ class ServerConfig:
     asynq's delay all the same. error_handler(task, exc):
     None. shutdown_timeout: 8 s, then unfinished tasks are requeued. lease_duration: 30 s (asynq's);
     heartbeat_interval: 5 s; recover_interval: 60 s, recovering leases expired for more than
-    lease_grace (30 s). forward_max_wait: 1 s (the forwarder otherwise sleeps until the next due time).
-    idle_poll_interval: 0.1 s between fetches when idle (producers of ours also wake workers at once).
+    lease_grace (30 s). forward_max_wait: 5 s, as Go's DelayedTaskCheckInterval (the forwarder otherwise
+    sleeps until the next due time it knows of; our producers and retries wake it at once, so this only bounds
+    scheduled and retry tasks written by Go). idle_poll_interval: 1 s between fetches when idle, as Go's
+    TaskCheckInterval: our producers hand tasks to idle workers (or wake them) in one hop, so this poll only
+    picks up tasks that Go producers enqueue; lower it for faster pickup of those, at ~3 commands per queue
+    per poll.
     janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
     True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
@@ -71,8 +75,8 @@ class ServerConfig:
     lease_grace: float = 30.0
     heartbeat_interval: float = 5.0
     recover_interval: float = 60.0
-    forward_max_wait: float = 1.0
-    idle_poll_interval: float = 0.1
+    forward_max_wait: float = 5.0
+    idle_poll_interval: float = 1.0
     janitor_interval: float = 8.0
     syncer_interval: float = 1.0
     group_aggregator: Callable[[str, list[Task]], Any] | None = None

@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("asynqpy")
 
-REGISTRATION_TTL = 1.0  # a dead worker's registration lapses this fast, so few tasks can be handed to it
-BLOCK = 0.25  # seconds per BLPOP, so that stopping never waits long
+# A dead worker's registration lapses this fast, so few tasks can be handed to it (they come back by lease
+# recovery). Renewing it is one ZADD per queue each half TTL: the bulk of an idle worker's cost to Redis.
+REGISTRATION_TTL = 4.0
+BLOCK = 1.0  # seconds per BLPOP (one command a second while idle); stopping waits at most this long
+PRUNE_EVERY = 60.0  # seconds between removals of long-dead registrations from the waiters sets
 
 
 class HandoffListener:
@@ -52,10 +55,31 @@ class HandoffListener:
         self.lanes = [_Lane(self, g) for g in groups]
         self._stop = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._withdrawing: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(lane.run(), name=f"asynqpy-handoff-{i}")
                        for i, lane in enumerate(self.lanes)]
+
+    def withdraw(self) -> None:
+        """The processor just filled up: withdraw the registration now, on the runtime's connection, rather than
+        when a lane's BLPOP returns (up to BLOCK later), so producers stop handing tasks over that would go back
+        to their queue. A lane registers again once a slot is free."""
+        registered = [lane for lane in self.lanes if lane._registered_until]
+        if not registered or self._stop:
+            return
+        for lane in registered:
+            lane._registered_until = 0.0
+        task = asyncio.create_task(self._withdraw([q for lane in registered for q in lane.queues]))
+        self._withdrawing.add(task)
+        task.add_done_callback(self._withdrawing.discard)
+
+    async def _withdraw(self, queues: list[str]) -> None:
+        try:
+            for q in queues:
+                await self.rt.aredis.zrem(keys.waiters(q), self.rt.server_id)
+        except REDIS_DOWN as exc:  # the registration lapses by itself (REGISTRATION_TTL)
+            log.debug("handoff: could not withdraw: %s", exc)
 
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
@@ -82,6 +106,7 @@ class _Lane:
         self.queues = queues
         self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
         self._registered_until = 0.0
+        self._pruned_at = 0.0
 
     async def run(self) -> None:
         backoff = 0.05
@@ -119,11 +144,15 @@ class _Lane:
         await asyncio.sleep(0)  # let the handler start before this loop registers again
 
     async def _register(self, until: float) -> None:
+        prune = until - self._pruned_at > PRUNE_EVERY
         pipe = self.conn.pipeline(transaction=False)
         for q in self.queues:
             pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.exact(until)})
-            pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))  # long-dead ones
+            if prune:  # long-dead ones
+                pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))
         await pipe.execute()
+        if prune:
+            self._pruned_at = until
         self._registered_until = until
 
     async def unregister(self) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -24,6 +24,19 @@ DEFAULT_MAX_RETRY = 25
 DEFAULT_TIMEOUT = 1800  # seconds; asynq writes it only when neither timeout nor deadline is given
 
 Duration = int | float | timedelta
+
+
+def new_task_ids(n: int) -> list[str]:
+    """n random UUIDv4s in their text form, as str(uuid.uuid4()) gives them, from one read of the OS's random
+    source."""
+    h = os.urandom(16 * n).hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{'89ab'[int(h[i + 16], 16) & 3]}"
+            f"{h[i + 17:i + 20]}-{h[i + 20:i + 32]}" for i in range(0, 32 * n, 32)]
+
+
+def new_task_id() -> str:
+    """A random UUIDv4 in its text form (see new_task_ids)."""
+    return new_task_ids(1)[0]
 
 
 def _bad(argument: str, message: str) -> InvalidArgumentError:
@@ -204,7 +217,7 @@ class TaskOptions:
             queue=self.queue, max_retry=self.max_retry, timeout=t,
             deadline=int(self.deadline.timestamp()) if self.deadline is not None else 0, process_at=at,
             unique_ttl=int(seconds(self.unique, "unique")) if self.unique is not None else 0,
-            task_id=task_id or self.task_id or str(uuid.uuid4()),
+            task_id=task_id or self.task_id or new_task_id(),
             retention=int(seconds(self.retention, "retention")) if self.retention is not None else 0,
             group=self.group or "", durable=check_durable(self.durable),
         )

@@ -194,6 +194,8 @@ class Processor:
         self.running += 1
         self._idle.clear()
         at.handle = asyncio.create_task(self._execute(at))
+        if self.running >= self.cfg.concurrency:
+            self.handoff.withdraw()  # full: no more hand-offs, not even while its lanes block
 
     async def _run_sync(self, fn: Handler, task: ReceivedTask) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, task)

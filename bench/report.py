@@ -33,7 +33,12 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
             row[col] = {"error": v["error"]}
         else:
             row[col] = v["rate"]
+    extras = step("producer_extras") or {}
+    for name in ("async", "wire_single", "wire_batch"):
+        v = extras.get(name)
+        row[name] = v["rate"] if isinstance(v, dict) and "rate" in v else None
     d = step("drain")
+    row["bytes_per_task"] = d.get("bytes_per_pending_task") if d and "error" not in d else None
     if d and "error" not in d:
         if d.get("partial"):
             row["notes"].append(f"drain: stopped at the time limit after {d['n']:,} of {d['asked']:,} tasks")
@@ -159,16 +164,18 @@ def ratios(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def num(row: dict[str, Any] | None, key: str) -> float | None:
+    """A row's number, or None when it is missing or an error."""
+    v = row.get(key) if row else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
 def targets(rows: list[dict[str, Any]]) -> str:
     """The issue's targets, checked on this run's numbers."""
     by = {r["lib"]: r for r in rows if "error" not in r}
     a = by.get("asynqpy")
     if a is None:
         return "targets: asynqpy did not run"
-
-    def num(row: dict[str, Any] | None, key: str) -> float | None:
-        v = row.get(key) if row else None
-        return float(v) if isinstance(v, (int, float)) else None
 
     out = []
     ad, gd = num(a, "drain"), num(by.get("go"), "drain")
@@ -191,6 +198,58 @@ def targets(rows: list[dict[str, Any]]) -> str:
     else:
         out.append(f"delayed p99 < 5 ms, never early: {_ok(l99 < 5 and early == 0)}  p99 {l99:.2f} ms, "
                    f"{early:.0f} early")
+    return "\n".join(out)
+
+
+def producer(rows: list[dict[str, Any]], idle: dict[str, Any] | None = None) -> str:
+    """asynqpy's producer beside the wire limits, memory per pending task, and the idle worker's cost."""
+    out = []
+    a = next((r for r in rows if r["lib"] == "asynqpy" and "error" not in r), None)
+    if a is not None:
+        def rate(key: str) -> str:
+            v = a.get(key)
+            return f"{v:>9,.0f}/s" if isinstance(v, (int, float)) else "        -  "
+        out += ["asynqpy producer and the wire limits (same Redis, same run):",
+                f"  Client.enqueue, one by one                         {rate('enqueue')}",
+                f"  wire: bare redis-py EVALSHA round trip, pre-built  {rate('wire_single')}",
+                f"  Client.enqueue_many (chunks of 1000)               {rate('batch')}",
+                f"  wire: pipelined EVALSHA, pre-built arguments       {rate('wire_batch')}",
+                f"  AsyncClient.enqueue, 100 coroutines, one client    {rate('async')}"]
+    mem = [f"{r['lib']} {r['bytes_per_task']:,.0f} B" for r in rows
+           if "error" not in r and isinstance(r.get("bytes_per_task"), (int, float))]
+    if mem:
+        out.append("Redis memory per pending task (used_memory after the drain fill): " + ", ".join(mem))
+    for lib, res in (idle or {}).items():
+        if "error" in res:
+            out.append(f"idle worker ({lib}): n/a ({res['error']})")
+            continue
+        cmds = ", ".join(f"{k} {v:g}" for k, v in res["commands"].items())
+        out.append(f"idle worker, three queues ({lib}): {res['per_second']:g} commands/s ({cmds})")
+    return "\n".join(out)
+
+
+def producer_targets(rows: list[dict[str, Any]], idle: dict[str, Any] | None = None) -> str:
+    by = {r["lib"]: r for r in rows if "error" not in r}
+    a = by.get("asynqpy")
+    if a is None:
+        return ""
+
+    out = []
+    ab, gb = num(a, "batch"), num(by.get("go"), "batch")
+    if ab is not None and gb is not None:
+        out.append(f"enqueue_many at least Go's batch: {_ok(ab >= gb)}  {ab:,.0f}/s vs {gb:,.0f}/s ({ab / gb:.2f}x)")
+    ae, we, he = num(a, "enqueue"), num(a, "wire_single"), num(by.get("huey"), "enqueue")
+    if ae is not None and we is not None:
+        out.append(f"enqueue within 1.25x of the wire: {_ok(we / ae <= 1.25)}  {ae:,.0f}/s vs {we:,.0f}/s "
+                   f"({we / ae:.2f}x)")
+    if ae is not None and he is not None:
+        out.append(f"enqueue ahead of huey:            {_ok(ae > he)}  {ae:,.0f}/s vs {he:,.0f}/s")
+    aa = num(a, "async")
+    if aa is not None:
+        out.append(f"AsyncClient >= 50,000/s:          {_ok(aa >= 50000)}  {aa:,.0f}/s")
+    mine = (idle or {}).get("asynqpy")
+    if mine and "error" not in mine:
+        out.append(f"idle worker <= 20 commands/s:     {_ok(mine['per_second'] <= 20)}  {mine['per_second']:g}/s")
     return "\n".join(out)
 
 

@@ -27,6 +27,7 @@ sys.path[0] = str(ROOT)  # run as a script: import `bench` from the repository, 
 
 import redis  # noqa: E402
 
+from bench import idle as idle_cost  # noqa: E402
 from bench import report  # noqa: E402
 from bench.adapters import LIBS  # noqa: E402
 from bench.adapters.go_adapter import ENV_BIN, GO_DIR  # noqa: E402
@@ -47,6 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--delay", type=float, default=0.5, help="seconds from enqueue to the first due time")
     ap.add_argument("--spread", type=float, default=2.0, help="seconds over which due times are staggered")
     ap.add_argument("--drain-timeout", type=float, default=60.0, help="stop a drain after this many seconds")
+    ap.add_argument("--idle-seconds", type=float, default=10.0,
+                    help="measure an idle worker (three queues) of asynqpy and go this long (0: skip)")
     ap.add_argument("--lib-timeout", type=float, default=300.0, help="give up on one library after this")
     args = ap.parse_args(argv)
     libs = [x.strip() for x in args.libs.split(",") if x.strip()]
@@ -155,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     results: dict[str, dict[str, Any]] = {}
+    idle: dict[str, dict[str, Any]] = {}
     meta: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "python": platform.python_version(),
         "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
@@ -180,6 +184,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"--- {lib}", file=sys.stderr, flush=True)
                 results[lib] = run_lib(lib, url, args, env, work)
             flush()
+            for lib in [x for x in ("asynqpy", "go") if x in args.libs] if args.idle_seconds > 0 else []:
+                if lib == "go" and not go_bin:
+                    continue
+                print(f"--- idle {lib}", file=sys.stderr, flush=True)
+                os.environ.update(env)
+                try:
+                    idle[lib] = idle_cost.measure(lib, url, seconds=args.idle_seconds)
+                except Exception as exc:  # reported in its line, the rest of the run stands
+                    idle[lib] = {"error": str(exc)[:200]}
+                flush()
     finally:
         if server is not None:
             server.stop()
@@ -194,12 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.ratios(rows))
     print()
+    print(report.producer(rows, idle))
+    print()
     print(report.targets(rows))
+    print(report.producer_targets(rows, idle))
     if args.json:
         for row in rows:
             results[row["lib"]]["summary"] = {k: v for k, v in row.items() if k != "lib"}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+        args.json.write_text(json.dumps({"meta": meta, "results": results, "idle": idle}, indent=1))
         print(f"\nresults written to {args.json}")
     return 0
 

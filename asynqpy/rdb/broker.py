@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from asynqpy.errors import DuplicateTaskError, TaskIDConflictError
@@ -58,13 +58,13 @@ def not_after(t: float) -> str:
 
 
 def build_message(task_type: str, payload: bytes | None, headers: Mapping[str, str],
-                  opts: EnqueueOptions) -> TaskMessage:
-    """The TaskMessage asynq would write for a task with these checked options.
+                  opts: EnqueueOptions, *, task_id: str | None = None) -> TaskMessage:
+    """The TaskMessage asynq would write for a task with these checked options (and task_id, else theirs).
 
     payload None is Go's nil payload: stored as empty bytes, its unique key has no checksum.
     """
     msg = TaskMessage(
-        type=task_type, payload=payload or b"", id=opts.task_id, queue=opts.queue, retry=opts.max_retry,
+        type=task_type, payload=payload or b"", id=task_id or opts.task_id, queue=opts.queue, retry=opts.max_retry,
         timeout=opts.timeout, deadline=opts.deadline, retention=opts.retention, group_key=opts.group,
     )
     if opts.unique_ttl:
@@ -74,7 +74,7 @@ def build_message(task_type: str, payload: bytes | None, headers: Mapping[str, s
     return msg
 
 
-def _enqueue_reply(queue: str, task_id: str) -> Callable[[Any], None]:
+def enqueue_reply(queue: str, task_id: str) -> Callable[[Any], None]:
     def parse(raw: Any) -> None:
         code = int(raw)
         if code == -1:
@@ -91,35 +91,61 @@ def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = 
 
     The reply parser raises DuplicateTaskError (unique lock held) or TaskIDConflictError (id exists).
     """
-    q, tid = opts.queue, opts.task_id
-    data = msg.SerializeToString()
+    return enqueue_call(msg.SerializeToString(), msg.id, msg.unique_key, opts, now=now, wake=wake)
+
+
+@lru_cache(maxsize=256)
+def _queue_keys(q: str) -> tuple[str, str, str, str, str, str, str, str, str]:
+    return (keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q), keys.lease(q), keys.task_prefix(q),
+            keys.handoff_prefix(q), keys.scheduled(q), keys.exact_due(q))
+
+
+def enqueue_call(data: bytes, tid: str, unique_key: str, opts: EnqueueOptions, *, now: float,
+                 wake: bool = True) -> Call[None]:
+    """enqueue() from the message's bytes, id and unique key (rdb/packer.py fills in placeholders)."""
+    q = opts.queue
+    pending, waiters, paused, active, lease, task_prefix, handoff_prefix, scheduled, exact_due = _queue_keys(q)
+    task_key = task_prefix + tid
     channel = keys.WAKE_CHANNEL if wake else ""
-    parse = _enqueue_reply(q, tid)
+    parse = enqueue_reply(q, tid)
     if opts.process_at > now:
         stale = not_after(now - STALE_EXACT)
         if opts.unique_ttl:
             ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
-            return Call(script("schedule_unique"),
-                        [msg.unique_key, keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
+            return Call(script("schedule_unique"), [unique_key, task_key, scheduled, exact_due],
                         [tid, ttl, due(opts.process_at), data, channel, q, exact(opts.process_at), stale],
                         parse)
-        return Call(script("schedule"), [keys.task(q, tid), keys.scheduled(q), keys.exact_due(q)],
+        return Call(script("schedule"), [task_key, scheduled, exact_due],
                     [data, due(opts.process_at), tid, channel, q, exact(opts.process_at), stale], parse)
     if opts.group:
-        k = [keys.task(q, tid), keys.group(q, opts.group), keys.groups(q)]
+        k = [task_key, keys.group(q, opts.group), keys.groups(q)]
         a: list[Any] = [data, tid, at(now), opts.group]
         if opts.unique_ttl:
-            k.append(msg.unique_key)
+            k.append(unique_key)
             a.append(opts.unique_ttl)
         return Call(script("add_to_group"), k, a, parse)
     now_ns = int(now * 1e9)
-    hand_keys = [keys.waiters(q), keys.paused(q), keys.active(q), keys.lease(q)]
-    hand_args = [not_after(now), due(now + HANDOFF_LEASE), keys.task_prefix(q), keys.handoff_prefix(q)]
+    hand_keys = [waiters, paused, active, lease]
+    hand_args = [not_after(now), due(now + HANDOFF_LEASE), task_prefix, handoff_prefix]
     if opts.unique_ttl:
-        return Call(script("enqueue_unique"), [msg.unique_key, keys.task(q, tid), keys.pending(q), *hand_keys],
+        return Call(script("enqueue_unique"), [unique_key, task_key, pending, *hand_keys],
                     [tid, opts.unique_ttl, data, now_ns, channel, q, *hand_args], parse)
-    return Call(script("enqueue"), [keys.task(q, tid), keys.pending(q), *hand_keys],
+    return Call(script("enqueue"), [task_key, pending, *hand_keys],
                 [data, tid, now_ns, channel, q, *hand_args], parse)
+
+
+def enqueue_many_call(tasks: Sequence[tuple[str, bytes]], opts: EnqueueOptions, *, now: float,
+                      wake: bool = True) -> Call[list[int]]:
+    """The Call that stores several new tasks (id, msg bytes) with plain options (no schedule, group or unique)
+    in pending, then hands the oldest pending tasks to idle workers of ours or wakes workers. Reply: a code per
+    task, as enqueue's script returns it (1 enqueued, 0 the id exists)."""
+    q = opts.queue
+    pending, waiters, paused, active, lease, task_prefix, handoff_prefix, _, _ = _queue_keys(q)
+    args: list[Any] = [int(now * 1e9), keys.WAKE_CHANNEL if wake else "", q, not_after(now),
+                       due(now + HANDOFF_LEASE), task_prefix, handoff_prefix]
+    for tid, data in tasks:
+        args += [tid, data]
+    return Call(script("enqueue_many"), [pending, waiters, paused, active, lease], args, list)
 
 
 def parse_handoff(item: bytes) -> tuple[str, bytes]:

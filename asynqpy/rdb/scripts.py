@@ -1,17 +1,26 @@
-"""Loads the Lua scripts and runs them with EVALSHA, falling back to EVAL on NOSCRIPT, sync or asyncio."""
+"""Loads the Lua scripts and runs them with EVALSHA, falling back to EVAL on NOSCRIPT, sync or asyncio.
+
+On a plain redis.Redis (not a cluster client) the runners send pre-packed commands (pack()) on a pooled
+connection and read the replies themselves: the producer's hot path, without redis-py's per-command work.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Generic, TypeVar
 
+import hiredis
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.cluster import PipelineCommand
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 from asynqpy.connection import is_cluster
@@ -61,6 +70,50 @@ def load_script(package: str, name: str) -> Script:
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 
 
+def _arg(x: KeyOrArg) -> bytes:
+    """One argument as redis-py's encoder writes it (str UTF-8, int decimal, float repr)."""
+    if isinstance(x, bytes):
+        return x
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, int) and not isinstance(x, bool):
+        return b"%d" % x
+    if isinstance(x, float):
+        return repr(x).encode()
+    raise TypeError(f"a script argument must be str, bytes, int or float, not {type(x).__name__}")
+
+
+def pack_command(*parts: KeyOrArg) -> bytes:
+    """One command in RESP, ready to send."""
+    bs = [_arg(p) for p in parts]
+    return b"*%d\r\n" % len(bs) + b"".join([b"$%d\r\n%s\r\n" % (len(b), b) for b in bs])
+
+
+@cache
+def _head(sha: str, argc: int, nkeys: int) -> bytes:
+    return b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$%d\r\n%d\r\n" % (argc + 3, sha.encode(), len(str(nkeys)), nkeys)
+
+
+@lru_cache(maxsize=1024)
+def _str_seg(s: str) -> bytes:
+    """One str argument in RESP. Cached: queue keys, prefixes and names recur in every command of a queue (the
+    ids and times that do not just pass through the cache)."""
+    b = s.encode()
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def pack(call: Call[Any]) -> bytes:
+    """The EVALSHA of call in RESP, byte for byte what redis-py would send."""
+    parts = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys))]
+    for x in (*call.keys, *call.args):
+        if x.__class__ is str:
+            parts.append(_str_seg(x))
+        else:
+            b = _arg(x)
+            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(parts)
+
+
 @dataclass(frozen=True)
 class Call(Generic[R]):
     """One script invocation: the script, its KEYS and ARGV, and parse, which turns its raw reply (as redis-py
@@ -72,6 +125,21 @@ class Call(Generic[R]):
     parse: Callable[[Any], R]
 
 
+def _plain_pool(client: Any) -> Any:
+    """The connection pool of a plain (sync or asyncio) Redis client, else None (cluster and Sentinel clients
+    keep redis-py's own command path)."""
+    if isinstance(client, (redis.Redis, aredis.Redis)) and not is_cluster(client):
+        pool = getattr(client, "connection_pool", None)
+        # Sentinel pools find the primary anew on failover through redis-py's retries: they keep its path.
+        if type(pool) in _PLAIN_POOLS:
+            return pool
+    return None
+
+
+_PLAIN_POOLS = (redis.ConnectionPool, redis.BlockingConnectionPool, aredis.ConnectionPool,
+                aredis.BlockingConnectionPool)
+
+
 def _evalsha(call: Call[Any]) -> tuple[Any, ...]:
     return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
 
@@ -81,12 +149,82 @@ class SyncRunner:
 
     def __init__(self, client: redis.Redis) -> None:
         self.redis = client
+        self._pool = _plain_pool(client)
+        self.plain = self._pool is not None  # send() and send_scripts() work
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._conn_pid = 0
+
+    def send(self, packed: Sequence[bytes]) -> list[Any]:
+        """Send pre-packed commands in one round trip; the raw replies, an error reply as its exception.
+
+        The runner keeps one pooled connection for itself (a thread that finds it busy takes another from the
+        pool), so the hot path skips the pool's checks. A broken connection (e.g. closed by the server while
+        idle) is retried once, as redis-py does. Needs a plain client (self.plain).
+        """
+        data = b"".join(packed) if len(packed) > 1 else packed[0]
+        own = self._lock.acquire(blocking=False)
+        try:
+            for attempt in (1, 2):
+                conn = self._own() if own else self._pool.get_connection()
+                try:
+                    conn.send_packed_command([data])
+                    out: list[Any] = []
+                    for _ in packed:
+                        try:
+                            out.append(conn.read_response())
+                        except ResponseError as exc:
+                            out.append(exc)
+                    return out
+                except RedisConnectionError:
+                    conn.disconnect()
+                    if attempt == 2:
+                        raise
+                except BaseException:
+                    conn.disconnect()
+                    raise
+                finally:
+                    if not own:
+                        self._pool.release(conn)
+            raise AssertionError("unreachable")
+        finally:
+            if own:
+                self._lock.release()
+
+    def _own(self) -> Any:
+        """The runner's own connection (a new one in a forked child); it reconnects by itself when dropped."""
+        if self._conn is None or self._conn_pid != os.getpid():
+            self._conn = self._pool.get_connection()  # in use for good: the pool closes it with the client
+            self._conn_pid = os.getpid()
+        return self._conn
+
+    def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:
+        """send(), then load the scripts Redis did not have (NOSCRIPT) and send those commands again.
+        scripts: each command's script (None for a command that is no script call)."""
+        raws = self.send(packed)
+        missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError) and scripts[i] is not None]
+        if missing:
+            for s in {scripts[i] for i in missing}:
+                self.redis.script_load(s.text)  # type: ignore[union-attr]
+            for i, r in zip(missing, self.send([packed[i] for i in missing]), strict=True):
+                raws[i] = r
+        return raws
 
     def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
         """Run one Call and return its parsed reply; the parser raises the typed errors.
 
         register_queue: also SADD it to asynq:queues, in the same round trip (a producer's duty).
         """
+        if self._pool is not None:
+            cmd = pack(call)
+            sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
+            raw = self.send(sent)[-1]
+            if isinstance(raw, NoScriptError):
+                self.redis.script_load(call.script.text)
+                raw = self.send([cmd])[0]
+            if isinstance(raw, Exception):
+                raise raw
+            return call.parse(raw)
         if register_queue is not None:
             return self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -171,10 +309,32 @@ class SyncRunner:
         return _parse_all(calls, raws)
 
     def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if self._pool is not None:
+            return self.send([pack(c) for c in calls])
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             queue_call(pipe, c)
         return list(pipe.execute(raise_on_error=False))
+
+
+async def _read_replies(stream: asyncio.StreamReader, n: int) -> list[Any]:
+    """n replies read straight off the connection's stream with a hiredis Reader: a round trip of many replies
+    costs one await per chunk, not several per reply. An error reply is its exception (NoScriptError for
+    NOSCRIPT); a closed stream raises redis-py's ConnectionError."""
+    reader = hiredis.Reader(replyError=ResponseError)
+    out: list[Any] = []
+    while len(out) < n:
+        reply = reader.gets()
+        if reply is False:
+            chunk = await stream.read(65536)
+            if not chunk:
+                raise RedisConnectionError("Connection closed by server.")
+            reader.feed(chunk)
+            continue
+        if isinstance(reply, ResponseError) and str(reply).startswith("NOSCRIPT"):
+            reply = NoScriptError(str(reply))
+        out.append(reply)
+    return out
 
 
 class AsyncRunner:
@@ -182,8 +342,60 @@ class AsyncRunner:
 
     def __init__(self, client: aredis.Redis) -> None:
         self.redis = client
+        self._pool = _plain_pool(client)
+        self.plain = self._pool is not None  # send() and send_scripts() work
+
+    async def send(self, packed: Sequence[bytes]) -> list[Any]:
+        """See SyncRunner.send."""
+        data = b"".join(packed) if len(packed) > 1 else packed[0]
+        for attempt in (1, 2):
+            conn = await self._pool.get_connection()
+            try:
+                await conn.send_packed_command([data])
+                stream = getattr(conn, "_reader", None)  # redis-py's asyncio.StreamReader of the connection
+                if isinstance(stream, asyncio.StreamReader):
+                    return await _read_replies(stream, len(packed))
+                out: list[Any] = []
+                for _ in packed:
+                    try:
+                        out.append(await conn.read_response())
+                    except ResponseError as exc:
+                        out.append(exc)
+                return out
+            except RedisConnectionError:
+                await conn.disconnect()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                await conn.disconnect()
+                raise
+            finally:
+                await self._pool.release(conn)
+        raise AssertionError("unreachable")
+
+    async def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:
+        """See SyncRunner.send_scripts."""
+        raws = await self.send(packed)
+        missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError) and scripts[i] is not None]
+        if missing:
+            for s in {scripts[i] for i in missing}:
+                await self.redis.script_load(s.text)  # type: ignore[union-attr]
+            again = await self.send([packed[i] for i in missing])
+            for i, r in zip(missing, again, strict=True):
+                raws[i] = r
+        return raws
 
     async def run(self, call: Call[T], *, register_queue: str | None = None) -> T:
+        if self._pool is not None:
+            cmd = pack(call)
+            sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
+            raw = (await self.send(sent))[-1]
+            if isinstance(raw, NoScriptError):
+                await self.redis.script_load(call.script.text)
+                raw = (await self.send([cmd]))[0]
+            if isinstance(raw, Exception):
+                raise raw
+            return call.parse(raw)
         if register_queue is not None:
             return await self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -270,6 +482,8 @@ class AsyncRunner:
         return _parse_all(calls, raws)
 
     async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        if self._pool is not None:
+            return await self.send([pack(c) for c in calls])
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
             queue_call(pipe, c)

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay", type=float, default=0.5)
     ap.add_argument("--spread", type=float, default=2.0)
     ap.add_argument("--drain-timeout", type=float, default=60.0)
-    ap.add_argument("--steps", default="enqueue_single,enqueue_batch,drain,latency")
+    ap.add_argument("--steps", default="enqueue_single,enqueue_batch,producer_extras,drain,latency")
     ap.add_argument("--log-dir", type=Path, default=Path("bench/results/logs"))
     args = ap.parse_args(argv)
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(adapter, args.redis_url, args.log_dir, say)
     steps = args.steps.split(",")
     try:
-        for step in ("enqueue_single", "enqueue_batch", "drain", "latency"):
+        for step in ("enqueue_single", "enqueue_batch", "producer_extras", "drain", "latency"):
             if step not in steps:
                 continue
             t0 = time.time()
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                     out[step] = bench.enqueue_single(args.enqueue_tasks)
                 elif step == "enqueue_batch":
                     out[step] = bench.enqueue_batch(args.tasks)
+                elif step == "producer_extras":
+                    out[step] = bench.producer_extras(args.tasks)
                 elif step == "drain":
                     out[step] = bench.drain(args.tasks, args.drain_timeout)
                 else:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from asynqpy import Client, Task
+from asynqpy import AsyncClient, Client, Task
+from asynqpy.client import message
+from asynqpy.options import DEFAULT_OPTIONS
+from asynqpy.rdb import broker
+from asynqpy.rdb.scripts import Call
 from bench.adapters.base import TASK_TYPE, Adapter, payload, record, redis_url
 
 CONCURRENCY = 10
@@ -46,6 +51,55 @@ class AsynqpyAdapter(Adapter):
         for res in self.client.enqueue_many([_task(p) for p in ps]):
             if isinstance(res, Exception):
                 raise res
+
+    def extra_producers(self) -> list[tuple[str, Any]]:
+        return [("async", self.timed_async), ("wire_single", self.timed_wire_single),
+                ("wire_batch", self.timed_wire_batch)]
+
+    def timed_async(self, n: int, coroutines: int = 100) -> float:
+        """n tasks enqueued by `coroutines` coroutines through one AsyncClient."""
+        tasks = [_task(payload("x")) for _ in range(n)]
+
+        async def run() -> float:
+            async with AsyncClient(self.url) as c:
+                await c.enqueue(_task(payload("w")))  # connect first
+
+                async def worker(mine: list[Task]) -> None:
+                    for t in mine:
+                        await c.enqueue(t)
+                t0 = time.perf_counter()
+                await asyncio.gather(*(worker(tasks[i::coroutines]) for i in range(coroutines)))
+                return time.perf_counter() - t0
+        return asyncio.run(run())
+
+    def _prebuilt(self, n: int) -> list[Call[None]]:
+        """The enqueue script's calls for n tasks, built before the clock starts (the wire limit's input)."""
+        now = time.time()
+        out = []
+        for _ in range(n):
+            opts = DEFAULT_OPTIONS.resolve(now)
+            out.append(broker.enqueue(message(_task(payload("x")), opts), opts, now=now))
+        self.client.redis.script_load(out[0].script.text)
+        return out
+
+    def timed_wire_single(self, n: int) -> float:
+        """A bare redis-py EVALSHA round trip of the enqueue script per task, arguments pre-built."""
+        r, calls = self.client.redis, self._prebuilt(n)
+        t0 = time.perf_counter()
+        for c in calls:
+            r.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+        return time.perf_counter() - t0
+
+    def timed_wire_batch(self, n: int) -> float:
+        """Pipelined redis-py EVALSHA of the enqueue script (chunks of 1000), arguments pre-built."""
+        r, calls = self.client.redis, self._prebuilt(n)
+        t0 = time.perf_counter()
+        for start in range(0, n, 1000):
+            pipe = r.pipeline(transaction=False)
+            for c in calls[start:start + 1000]:
+                pipe.evalsha(c.script.sha, len(c.keys), *c.keys, *c.args)
+            pipe.execute()
+        return time.perf_counter() - t0
 
     def enqueue_at(self, due: float) -> None:
         self.client.enqueue(_task(payload("l", due)), process_at=datetime.fromtimestamp(due, tz=UTC))

@@ -209,6 +209,10 @@ class Adapter:
         """Enqueue a task due at `due` (Unix s) whose payload is payload("l", <the due time asked for>)."""
         raise NotImplementedError
 
+    def extra_producers(self) -> list[tuple[str, Any]]:
+        """Extra producer measurements: (name, timed(n) -> seconds), reported beside the table."""
+        return []
+
     # the hooks the measurements call; async libraries and Go override these
     def timed_single(self, n: int) -> float:
         ps = [payload("x") for _ in range(n)]

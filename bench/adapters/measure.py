@@ -49,6 +49,26 @@ class Bench:
         self.flush()
         return {"rate": n / secs, "n": n, "seconds": secs}
 
+    def _used_memory(self) -> int:
+        return int(self.r.info("memory")["used_memory"])
+
+    def _settled_memory(self, timeout: float = 10.0) -> int:
+        """used_memory once earlier flushes have been freed (FLUSHDB frees in the background)."""
+        end = time.time() + timeout
+        while time.time() < end and int(self.r.info("memory").get("lazyfree_pending_objects", 0)):
+            time.sleep(0.05)
+        return self._used_memory()
+
+    def producer_extras(self, n: int) -> dict[str, Any]:
+        """The adapter's extra producer lines (asynqpy: asyncio producer, wire limits), each on an empty db."""
+        out: dict[str, Any] = {}
+        for name, timed in self.ad.extra_producers():
+            self.flush()
+            secs = timed(n)
+            out[name] = {"rate": n / secs, "n": n, "seconds": secs}
+        self.flush()
+        return out
+
     def enqueue_batch(self, n: int) -> dict[str, Any]:
         self.flush()
         secs = self.ad.timed_batch(n)
@@ -59,7 +79,9 @@ class Bench:
         if self.ad.drain_cap:
             n = min(n, self.ad.drain_cap)
         self.flush()
+        mem0 = self._settled_memory()
         self.ad.fill(n)
+        per_task = (self._used_memory() - mem0) / n if n else 0.0
         w = self.worker("drain", n)
         spawned = time.time()
         last_change, last_c, partial = spawned, 0, False
@@ -90,6 +112,7 @@ class Bench:
             raise StepError(f"no task finished in {time.time() - spawned:.0f}s: {w.log_tail()}")
         secs = t_last - float(first)
         return {"rate": c / secs if secs > 0 else float("inf"), "n": c, "asked": n, "seconds": secs,
+                "bytes_per_pending_task": per_task,
                 "wall_from_spawn": t_last - spawned, "partial": partial, "left_queued": left}
 
     def _left_queued(self, settle: float = 2.0) -> int | None:

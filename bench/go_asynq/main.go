@@ -81,6 +81,7 @@ func main() {
 	conc := fs.Int("c", 10, "goroutines (enqueue) or worker concurrency")
 	kind := fs.String("kind", "x", "payload kind of enqueued tasks")
 	samples := fs.Int("samples", 200, "pickup samples")
+	queues := fs.String("queues", "default", "worker: comma-separated queues, each of priority 1")
 	_ = fs.Parse(os.Args[2:])
 	opt, err := asynq.ParseRedisURI(*url)
 	if err != nil {
@@ -90,7 +91,7 @@ func main() {
 	case "enqueue":
 		enqueue(opt, *n, *mode, *conc, *kind)
 	case "worker":
-		worker(opt, *n, *conc)
+		worker(opt, *n, *conc, *queues)
 	case "pickup":
 		pickup(opt, *samples)
 	case "delayed":
@@ -183,7 +184,7 @@ func (r *recorder) handle(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-func worker(opt asynq.RedisConnOpt, n int, conc int) {
+func worker(opt asynq.RedisConnOpt, n int, conc int, queues string) {
 	rdb, ok := opt.MakeRedisClient().(redis.UniversalClient)
 	if !ok {
 		fail("unexpected redis client type")
@@ -191,7 +192,7 @@ func worker(opt asynq.RedisConnOpt, n int, conc int) {
 	rec := &recorder{rdb: rdb, n: int64(n)}
 	srv := asynq.NewServer(opt, asynq.Config{
 		Concurrency: conc,
-		Queues:      map[string]int{"default": 1},
+		Queues:      queueMap(queues),
 		LogLevel:    asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
@@ -199,6 +200,16 @@ func worker(opt asynq.RedisConnOpt, n int, conc int) {
 	if err := srv.Run(mux); err != nil {
 		fail("server: %v", err)
 	}
+}
+
+func queueMap(names string) map[string]int {
+	m := map[string]int{}
+	for _, q := range strings.Split(names, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			m[q] = 1
+		}
+	}
+	return m
 }
 
 func pickup(opt asynq.RedisConnOpt, samples int) {

@@ -1,0 +1,240 @@
+"""Enqueueing many tasks at once: the work shared by tasks with the same options is done once.
+
+SameOptions resolves the options once and packs each task's command from templates (rdb/packer.py); Batch is
+one Client.enqueue_many; AsyncEnqueuer gathers what concurrent AsyncClient.enqueue callers hand in while a
+round trip is in flight and sends it in the next one, each caller getting its own TaskInfo or error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from asynqpy.errors import InvalidArgumentError
+from asynqpy.options import EnqueueOptions, TaskOptions, check_int, new_task_ids
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.packer import EnqueuePacker, ManyPacker, MessageTemplate
+from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
+from asynqpy.task import Task, TaskInfo, TaskState
+
+MAX_ROUND_TRIP = 1000  # AsyncEnqueuer: tasks sent in one round trip at most
+RUN = 100  # Batch: plain tasks per enqueue_many script command
+
+
+def check_task(task: Task, argument: str) -> Task:
+    if not isinstance(task, Task):
+        raise InvalidArgumentError(f"{argument} must be a Task, not {type(task).__name__}", argument=argument)
+    return task
+
+
+def state_of(opts: EnqueueOptions, now: float) -> tuple[TaskState, datetime | None]:
+    """The state and next process time of a task enqueued with opts at now."""
+    if opts.process_at > now:
+        return TaskState.SCHEDULED, datetime.fromtimestamp(opts.process_at, tz=UTC)
+    if opts.group:
+        return TaskState.AGGREGATING, None
+    return TaskState.PENDING, datetime.fromtimestamp(now, tz=UTC)
+
+
+class Infos:
+    """TaskInfos of new tasks enqueued with the same options at the same time: what TaskInfo.from_message
+    gives for their messages, filled from a template (the hot path)."""
+
+    def __init__(self, opts: EnqueueOptions, now: float) -> None:
+        state, nxt = state_of(opts, now)
+        self.template = {
+            "queue": opts.queue, "state": state, "max_retry": opts.max_retry, "retried": 0, "last_err": "",
+            "last_failed_at": None, "timeout": opts.timeout,
+            "deadline": datetime.fromtimestamp(opts.deadline, tz=UTC) if opts.deadline else None,
+            "group": opts.group, "next_process_at": nxt, "is_orphaned": False, "retention": opts.retention,
+            "completed_at": None, "result": None,
+        }
+
+    def make(self, task: Task, task_id: str) -> TaskInfo:
+        info = object.__new__(TaskInfo)
+        values = info.__dict__  # frozen: filled directly, with the values from_message would give
+        values.update(self.template)
+        values["id"] = task_id
+        values["type"] = task.type
+        values["payload"] = b"" if task.nil_payload else task.payload
+        values["headers"] = task.headers
+        return info
+
+
+# One prepared task: the task, its id, its message bytes, its unique key ("" if none).
+Item = tuple[Task, str, bytes, str]
+
+
+class SameOptions:
+    """What tasks enqueued with the same options at the same time share: the resolved options, the message
+    and command templates and the TaskInfo template."""
+
+    def __init__(self, options: TaskOptions, now: float) -> None:
+        self.now = now
+        self.task_id = options.task_id
+        self.base = options.resolve(now, task_id="-")
+        self.template = MessageTemplate(self.base)
+        self.packers = (EnqueuePacker(self.base, now, wake=False), EnqueuePacker(self.base, now, wake=True))
+        self.infos = Infos(self.base, now)
+        base = self.base
+        plain = not base.unique_ttl and not base.group and base.process_at <= now
+        # Plain tasks go RUN at a time through the enqueue_many script (one command per run).
+        self.many = (ManyPacker(base, now, wake=False), ManyPacker(base, now, wake=True)) if plain else None
+        self.script: Script = self.many[0].script if self.many else self.packers[0].script
+
+    def commands(self, items: Sequence[Item]) -> list[tuple[bytes, int]]:
+        """The packed commands that enqueue items, each with how many items it carries (in order). Only the
+        last one wakes idle workers."""
+        if self.many is not None:
+            runs = [items[i:i + RUN] for i in range(0, len(items), RUN)]
+            return [(self.many[j == len(runs) - 1].pack([(it[1], it[2]) for it in run]), len(run))
+                    for j, run in enumerate(runs)]
+        last = len(items) - 1
+        return [(self.packers[i == last].pack(it[1], it[2], it[3]), 1) for i, it in enumerate(items)]
+
+    def outcomes(self, items: Sequence[Item], raw: Any) -> list[TaskInfo | Exception]:
+        """The outcome of each item of one command from commands(), from its raw reply (a code per task from
+        the enqueue_many script, one code from the others, or the error of the whole command)."""
+        codes = raw if isinstance(raw, list) else [raw] * len(items)
+        return [self.outcome(it, c) for it, c in zip(items, codes, strict=True)]
+
+    def item(self, task: Task, new_id: str) -> Item:
+        """The task prepared, with its id: the options' task_id, else new_id."""
+        tid = self.task_id or new_id
+        payload = None if task.nil_payload else task.payload
+        ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
+        return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
+
+    def call(self, item: Item, *, wake: bool) -> Call[None]:
+        return broker.enqueue_call(item[2], item[1], item[3], self.base, now=self.now, wake=wake)
+
+    def outcome(self, item: Item, raw: Any) -> TaskInfo | Exception:
+        """The TaskInfo, or the error (DuplicateTaskError, ...) that the raw reply of item's command stands for."""
+        err = self.packers[0].check_reply(raw, item[1])
+        return err if err is not None else self.infos.make(item[0], item[1])
+
+
+class Batch:
+    """One enqueue_many: every task's packed command, sent a chunk at a time, and each task's outcome.
+
+    The options are checked and resolved once for the batch; each task only gets its own id, message bytes and
+    command. Only the last command of a chunk wakes idle workers, so a batch costs one wake-up per chunk. A
+    client that is not a plain Redis (a cluster client) runs the same commands as Calls.
+    """
+
+    def __init__(self, tasks: Iterable[Task], options: TaskOptions, now: float, chunk: int) -> None:
+        check_int(chunk, "chunk", minimum=1)
+        if options.task_id is not None:
+            raise InvalidArgumentError("enqueue_many takes no task_id: every task gets its own", argument="task_id")
+        self.chunk = chunk
+        self.queue = options.queue
+        self.same = SameOptions(options, now)
+        todo = [check_task(t, "tasks") for t in tasks]
+        self.prepared = [self.same.item(t, i) for t, i in zip(todo, new_task_ids(len(todo)), strict=True)]
+        self.out: list[TaskInfo | Exception] = []
+
+    def parts(self) -> Iterator[list[Item]]:
+        for start in range(0, len(self.prepared), self.chunk):
+            yield self.prepared[start:start + self.chunk]
+
+    def calls(self, part: list[Item]) -> list[Call[None]]:
+        last = len(part) - 1
+        return [self.same.call(item, wake=i == last) for i, item in enumerate(part)]
+
+    def record(self, part: list[Item], commands: Sequence[tuple[bytes, int]], raws: Sequence[Any]) -> None:
+        """Each task's outcome from the replies to same.commands(part)."""
+        at = 0
+        for (_, n), raw in zip(commands, raws, strict=True):
+            self.out += self.same.outcomes(part[at:at + n], raw)
+            at += n
+
+    def record_parsed(self, part: list[Item], results: Sequence[object]) -> None:
+        for item, res in zip(part, results, strict=True):
+            self.out.append(res if isinstance(res, Exception) else self.same.infos.make(item[0], item[1]))
+
+
+class AsyncEnqueuer:
+    """AsyncClient.enqueue on a plain Redis: callers queue (task, options); one flusher at a time takes what
+    is queued, packs it (once per distinct options object) and sends it in one round trip, then repeats while
+    more was queued meanwhile. Each caller's future gets its own TaskInfo or error; a broken connection fails
+    the callers of that round trip. Tasks are stamped with the time of the round trip that carries them.
+    """
+
+    def __init__(self, runner: AsyncRunner, register: Any) -> None:
+        self.runner = runner
+        self.register = register  # the client's _Registry: due(queue, now) -> queue or None
+        self._queue: list[tuple[Task, TaskOptions, asyncio.Future[TaskInfo]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def enqueue(self, task: Task, options: TaskOptions) -> TaskInfo:
+        fut: asyncio.Future[TaskInfo] = asyncio.get_running_loop().create_future()
+        self._queue.append((task, options, fut))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush(), name="asynqpy-enqueuer")
+        return await fut
+
+    async def _flush(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[:MAX_ROUND_TRIP], self._queue[MAX_ROUND_TRIP:]
+                await self._round_trip(batch)
+                await asyncio.sleep(0)  # the callers just answered may queue their next task for this trip
+        finally:
+            self._flusher = None
+            for _, _, fut in self._queue:  # cancelled meanwhile (the loop is closing): nobody sends these
+                fut.cancel()
+            self._queue = []
+
+    async def _round_trip(self, batch: list[tuple[Task, TaskOptions, asyncio.Future[TaskInfo]]]) -> None:
+        now = time.time()
+        shared: dict[int, SameOptions] = {}
+        groups: dict[int, list[tuple[Item, asyncio.Future[TaskInfo]]]] = {}
+        packed: list[bytes] = []
+        scripts: list[Script | None] = []
+        for (task, options, fut), new_id in zip(batch, new_task_ids(len(batch)), strict=True):
+            try:
+                same = shared.get(id(options))  # the batch holds every options object: ids stay unique
+                if same is None:
+                    same = shared[id(options)] = SameOptions(options, now)
+                    groups[id(options)] = []
+                    queue = self.register.due(same.base.queue, now)
+                    if queue is not None:
+                        packed.append(pack_command("SADD", keys.QUEUES, queue))
+                        scripts.append(None)
+                groups[id(options)].append((same.item(task, new_id), fut))
+            except Exception as exc:
+                fut.set_exception(exc)
+        owners: list[tuple[SameOptions, list[tuple[Item, asyncio.Future[TaskInfo]]]] | None] = [None] * len(packed)
+        for key, entries in groups.items():
+            same, at = shared[key], 0
+            for cmd, n in same.commands([item for item, _ in entries]):
+                packed.append(cmd)
+                scripts.append(same.script)
+                owners.append((same, entries[at:at + n]))
+                at += n
+        if not groups:
+            return
+        try:
+            raws = await self.runner.send_scripts(packed, scripts)
+        except BaseException as exc:  # this round trip's callers get it; later ones get their own try
+            for entries in groups.values():
+                for _, fut in entries:
+                    if not fut.done():
+                        fut.set_exception(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        for owner, raw in zip(owners, raws, strict=True):
+            if owner is None:
+                continue
+            same, entries = owner
+            for (_, fut), out in zip(entries, same.outcomes([item for item, _ in entries], raw), strict=True):
+                if fut.done():
+                    continue
+                if isinstance(out, Exception):
+                    fut.set_exception(out)
+                else:
+                    fut.set_result(out)

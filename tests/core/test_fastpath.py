@@ -1,0 +1,196 @@
+"""The producer's fast path: pre-packed commands and messages are byte for byte what the plain path sends,
+enqueue_many keeps every option's semantics, and AsyncClient callers share round trips but not outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from redis.connection import Connection
+
+from asynqpy import AsyncClient, Client, DuplicateTaskError, Task, TaskIDConflictError, TaskOptions, TaskState
+from asynqpy.client import message
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
+from asynqpy.rdb.scripts import Call, pack, pack_command, script
+from asynqpy.task import TaskInfo
+from asynqpy.wire import TaskMessage
+
+NOW = 1_800_000_000.25
+LATER = datetime.fromtimestamp(NOW + 90.5, tz=UTC)
+OPTIONS = [
+    TaskOptions(),
+    TaskOptions(queue="q2", max_retry=0, timeout=7, retention=3600),
+    TaskOptions(deadline=datetime.fromtimestamp(NOW + 500, tz=UTC)),
+    TaskOptions(unique=60),
+    TaskOptions(process_at=LATER),
+    TaskOptions(process_in=timedelta(seconds=3), unique=timedelta(minutes=5), queue="sq"),
+    TaskOptions(group="g1"),
+    TaskOptions(group="g1", unique=30, retention=5),
+]
+TASKS = [
+    Task("t"),
+    Task("t", b""),
+    Task("email:send", b'{"to": "a@b"}'),
+    Task("big", b"x" * 200),
+    Task("huge", bytes(range(256)) * 80),
+    Task("ünï:cødé", "é".encode() * 70),
+    Task("hdr", b"p", {"trace": "1", "b": "2"}),
+]
+
+
+@pytest.mark.parametrize("opts", OPTIONS, ids=range(len(OPTIONS)))
+def test_packed_messages_and_commands_are_those_of_the_plain_path(opts: TaskOptions) -> None:
+    resolved = opts.resolve(NOW, task_id="-")
+    template = MessageTemplate(resolved)
+    packers = {w: EnqueuePacker(resolved, NOW, wake=w) for w in (False, True)}
+    for i, t in enumerate(TASKS):
+        tid = f"id-{i}-{'x' * i}"
+        one = opts.resolve(NOW, task_id=tid)
+        msg = message(t, one)
+        payload = None if t.nil_payload else t.payload
+        ukey = keys.unique(one.queue, t.type, payload) if one.unique_ttl else ""
+        assert ukey == msg.unique_key
+        data = template.encode(t.type, payload, t.headers, tid, ukey)
+        assert data == msg.SerializeToString()
+        for wake, packer in packers.items():
+            assert packer.pack(tid, data, ukey) == pack(broker.enqueue(msg, one, now=NOW, wake=wake))
+
+
+def test_pack_is_what_redis_py_sends() -> None:
+    conn = Connection()
+    call: Call[Any] = Call(script("enqueue"), ["k1", "k2"], [b"\x00\r\nbin", "tid", 123, 1.5, -7, "é"], int)
+    assert pack(call) == b"".join(conn.pack_command("EVALSHA", call.script.sha, 2, *call.keys, *call.args))
+    assert pack_command("SADD", "asynq:queues", "q") == b"".join(conn.pack_command("SADD", "asynq:queues", "q"))
+    with pytest.raises(TypeError):
+        pack(Call(script("enqueue"), [True], [], int))
+
+
+@pytest.mark.parametrize("opts", OPTIONS, ids=range(len(OPTIONS)))
+def test_enqueue_many_stores_what_enqueue_stores(redis_url: str, r: redis.Redis, opts: TaskOptions) -> None:
+    c = Client(redis_url)
+    infos = c.enqueue_many(TASKS, opts)
+    assert all(isinstance(i, TaskInfo) for i in infos)
+    for info, t in zip(infos, TASKS, strict=True):
+        assert isinstance(info, TaskInfo)
+        h = r.hgetall(keys.task(info.queue, info.id))
+        m = TaskMessage()
+        m.ParseFromString(h[b"msg"])
+        assert (m.type, m.payload, dict(m.headers)) == (t.type, t.payload, dict(t.headers))
+        want = TaskInfo.from_message(m, h[b"state"].decode(), next_process_at=info.next_process_at)
+        assert info == want
+    # and the same options through enqueue, one task: the same state and the same places
+    single = c.enqueue(Task("solo", b"s"), opts)
+    first = infos[2]
+    assert isinstance(first, TaskInfo)
+    assert (single.state, single.queue, single.group, single.timeout, single.retention, single.deadline) == (
+        first.state, first.queue, first.group, first.timeout, first.retention, first.deadline)
+    if first.state is TaskState.SCHEDULED:
+        assert r.zscore(keys.scheduled(first.queue), first.id) == r.zscore(keys.scheduled(first.queue), single.id)
+    elif first.state is TaskState.PENDING:
+        assert r.llen(keys.pending(first.queue)) == len(TASKS) + 1
+    else:
+        assert r.zcard(keys.group(first.queue, first.group)) == len(TASKS) + 1
+    if opts.unique is not None:  # the same tasks again: every one refused, by its own lock
+        again = c.enqueue_many(TASKS, opts)
+        assert all(isinstance(o, DuplicateTaskError) for o in again)
+
+
+def test_enqueue_many_reloads_a_flushed_script(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    c.enqueue(Task("t", b"0"))
+    r.script_flush()
+    out = c.enqueue_many([Task("t", b"1"), Task("t", b"2")], chunk=1)
+    assert all(isinstance(o, TaskInfo) for o in out) and r.llen(keys.pending("default")) == 3
+    r.script_flush()
+    c.enqueue(Task("t", b"3"))
+    assert r.llen(keys.pending("default")) == 4
+
+
+def test_client_survives_its_connection_being_closed(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    c.enqueue(Task("t", b"1"))
+    r.client_kill_filter(_type="normal", skipme=True)
+    c.enqueue(Task("t", b"2"))
+    assert r.llen(keys.pending("default")) == 2
+
+
+def test_async_callers_share_round_trips_and_keep_their_own_outcomes(redis_url: str, r: redis.Redis) -> None:
+    async def go() -> tuple[list[Any], int]:
+        async with AsyncClient(redis_url) as c:
+            await c.enqueue(Task("u", b"dup"), unique=60)
+            await c.enqueue(Task("u", b"x"), task_id="taken")
+            trips = 0
+            send = c._runner.send
+
+            async def counting(packed: Any) -> list[Any]:
+                nonlocal trips
+                trips += 1
+                return await send(packed)
+
+            c._runner.send = counting  # type: ignore[method-assign]
+            calls = []
+            for i in range(100):
+                if i == 40:
+                    calls.append(c.enqueue(Task("u", b"dup"), unique=60))
+                elif i == 41:
+                    calls.append(c.enqueue(Task("u", b"y"), task_id="taken"))
+                else:
+                    calls.append(c.enqueue(Task("u", str(i).encode()), queue="aq" if i % 2 else "default"))
+            out = await asyncio.gather(*calls, return_exceptions=True)
+            return out, trips
+
+    out, trips = asyncio.run(go())
+    assert isinstance(out[40], DuplicateTaskError) and isinstance(out[41], TaskIDConflictError)
+    infos = [o for i, o in enumerate(out) if i not in (40, 41)]
+    assert all(isinstance(o, TaskInfo) for o in infos)
+    assert [o.payload for o in infos[:3]] == [b"0", b"1", b"2"]  # each caller its own TaskInfo
+    assert len({o.id for o in infos}) == 98
+    assert r.llen(keys.pending("aq")) == 49 and r.llen(keys.pending("default")) == 49 + 2
+    assert trips <= 5  # 100 concurrent enqueues, a handful of round trips
+
+
+def test_async_callers_each_get_the_unreachable_error() -> None:
+    async def go() -> list[Any]:
+        async with AsyncClient("redis://127.0.0.1:1/0") as c:
+            return await asyncio.gather(*(c.enqueue(Task("t")) for _ in range(5)), return_exceptions=True)
+
+    from asynqpy import RedisUnavailableError
+    out = asyncio.run(go())
+    assert len(out) == 5 and all(isinstance(o, RedisUnavailableError) for o in out)
+
+
+def test_new_task_ids_are_uuid4() -> None:
+    import uuid
+
+    from asynqpy.options import new_task_id, new_task_ids
+    ids = set(new_task_ids(1000)) | {new_task_id() for _ in range(1000)}
+    assert len(ids) == 2000
+    for i in list(ids)[:200]:
+        u = uuid.UUID(i)
+        assert str(u) == i and u.version == 4 and u.variant == uuid.RFC_4122
+
+
+def test_enqueue_many_hands_the_oldest_tasks_to_idle_workers(redis_url: str, r: redis.Redis) -> None:
+    import time
+
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 60, "w2": time.time() + 60})
+    p = r.pubsub()
+    p.subscribe(keys.WAKE_CHANNEL)
+    p.get_message(timeout=1)
+    out = Client(redis_url).enqueue_many([Task("t", str(i).encode()) for i in range(250)], chunk=1000)
+    ids = [o.id for o in out if isinstance(o, TaskInfo)]
+    assert len(ids) == 250 and r.zcard(keys.waiters("default")) == 0
+    boxes = [r.lrange(keys.handoff("default", w), 0, -1) for w in ("w1", "w2")]
+    handed = sorted(broker.parse_handoff(b[0])[0] for b in boxes if b)
+    assert handed == sorted(ids[:2]) and all(len(b) == 1 for b in boxes)  # the two oldest, one each
+    assert r.llen(keys.pending("default")) == 248 and set(r.zrange(keys.lease("default"), 0, -1)) == {
+        i.encode() for i in ids[:2]}
+    assert r.hget(keys.task("default", ids[0]), "state") == b"active"
+    assert r.hget(keys.task("default", ids[-1]), "state") == b"pending"
+    assert r.hget(keys.task("default", ids[-1]), "pending_since") is not None
+    woken = [m for m in iter(lambda: p.get_message(timeout=0.2), None) if m["type"] == "message"]
+    assert len(woken) == 1  # one wake-up for the chunk (its last run), not one per task
