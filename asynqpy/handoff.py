@@ -138,7 +138,7 @@ class _Lane:
         tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
         if not self.processor.wants_tasks():
             # Another lane filled the last slot meanwhile: give the task back to the front of its queue.
-            await self.rt.runner.run(broker.requeue(q, tid))
+            await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
             return
         self.processor.start_task(q, tid, data)
         await asyncio.sleep(0)  # let the handler start before this loop registers again
@@ -166,4 +166,4 @@ class _Lane:
         for box, q in self.boxes.items():
             while (value := await self.conn.lpop(box)) is not None:
                 tid, _ = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
-                await self.rt.runner.run(broker.requeue(q, tid))
+                await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))

@@ -317,7 +317,7 @@ class Processor:
             await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
             log.info("processor: requeueing %d unfinished task(s)", len(left))
             for at in left:
-                await self._write_now(broker.requeue(at.queue, at.msg.id), what="requeue")
+                await self._write_now(broker.requeue(at.queue, at.msg.id, now=time.time()), what="requeue")
                 self.rt.active.pop(at.msg.id, None)
         self.pool.shutdown(wait=False, cancel_futures=True)
 

@@ -228,10 +228,11 @@ def archive(q: str, task_id: str, data: bytes, *, now: float, lease_cutoff: floa
                  keys.task_prefix(q), "" if lease_cutoff is None else not_after(lease_cutoff), note], _held)
 
 
-def requeue(q: str, task_id: str) -> Call[bool]:
-    """Put an active task back at the front of pending. Reply: True, or False when not held."""
+def requeue(q: str, task_id: str, *, now: float) -> Call[bool]:
+    """Put an active task back at the front of pending (pending since now, so its latency and wait count from
+    there). Reply: True, or False when not held."""
     return Call(script("requeue"), [keys.active(q), keys.lease(q), keys.pending(q), keys.task(q, task_id)],
-                [task_id], _held)
+                [task_id, int(now * 1e9)], _held)
 
 
 def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None]:

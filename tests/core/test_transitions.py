@@ -137,9 +137,10 @@ def test_archive_trims_by_size_and_deletes_trimmed_hashes(redis_url: str, r: red
 def test_requeue_puts_task_at_the_front(redis_url: str, r: redis.Redis, run: SyncRunner) -> None:
     ids = enqueue(redis_url, 2)
     run.run(broker.dequeue("default", lease_expiry=time.time() + 30, count=1))
-    assert run.run(broker.requeue("default", ids[0]))
+    assert run.run(broker.requeue("default", ids[0], now=1_800_000_000.5))
     assert r.lindex(keys.pending("default"), -1) == ids[0].encode()  # next to run
     assert r.hget(keys.task("default", ids[0]), "state") == b"pending"
+    assert r.hget(keys.task("default", ids[0]), "pending_since") == b"1800000000500000000"  # pending again now
     assert r.zcard(keys.lease("default")) == 0
 
 
