@@ -8,6 +8,7 @@ from typing import Any, Self
 
 import redis
 import redis.asyncio as aredis
+from redis.exceptions import RedisError
 
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
@@ -15,7 +16,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import NotDurableError, RedisUnavailableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.failures import UNREACHABLE, reaching, url_of
+from asynqpy.rdb.failures import reaching, translate, url_of
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo
 from asynqpy.wire import TaskMessage
@@ -96,8 +97,8 @@ class Client:
                 self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
             else:
                 self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
-        except UNREACHABLE as exc:
-            raise RedisUnavailableError(self.url, exc) from exc
+        except (RedisError, OSError) as exc:
+            raise translate(exc, self.url) from exc
         return _info(task, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
@@ -155,8 +156,8 @@ class AsyncClient:
             check_task(task, "task")
             try:
                 return await self._enqueuer.enqueue(task, merged)
-            except UNREACHABLE as exc:
-                raise RedisUnavailableError(self.url, exc) from exc
+            except (RedisError, OSError) as exc:
+                raise translate(exc, self.url) from exc
         now = time.time()
         opts, call = _prepare(task, merged, now)
         try:
@@ -165,8 +166,8 @@ class AsyncClient:
                                                register_queue=self._registry.due(opts.queue, now))
             else:
                 await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
-        except UNREACHABLE as exc:
-            raise RedisUnavailableError(self.url, exc) from exc
+        except (RedisError, OSError) as exc:
+            raise translate(exc, self.url) from exc
         return _info(task, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,

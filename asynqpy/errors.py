@@ -73,18 +73,84 @@ class LeaseExpiredError(AsynqError):
 
 
 class RedisUnavailableError(AsynqError):
-    """Redis could not be reached (refused, timed out, authentication failed...).
+    """Redis could not be reached, or answered "not now" (transient trouble: asynqpy.rdb.failures).
 
-    .url is the server's URL with its password masked; .reason what redis-py said. Layers above the core
-    catch this, never redis-py's exceptions.
+    .url is the server's URL with its passwords masked; .reason what redis-py (or the server) said; .kind the
+    kind of trouble: "connection", "timeout", "auth", or an error-reply code such as "BUSY", "OOM",
+    "READONLY", "LOADING", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN", "MISCONF". A subclass per
+    reply code (RedisBusyError, RedisOutOfMemoryError, ...) for those who catch one. Layers above the core catch
+    this, never redis-py's exceptions.
     """
+
+    kind_default = "connection"
+
+    def __init__(self, url: str, reason: object = "", kind: str = "") -> None:
+        self.url = mask_url(url)
+        self.reason = str(reason)
+        self.kind = kind or self.kind_default
+        super().__init__(self._headline() + (f": {self.reason}" if self.reason else ""))
+
+    def _headline(self) -> str:
+        if self.kind in ("connection", "timeout", "auth"):
+            return f"cannot reach Redis at {self.url}"
+        return f"Redis at {self.url} answers {self.kind} (transient)"
+
+    def __reduce__(self) -> tuple[type[RedisUnavailableError], tuple[str, str, str]]:
+        return type(self), (self.url, self.reason, self.kind)
+
+
+class RedisBusyError(RedisUnavailableError):
+    """Redis answers BUSY: a script (anyone's) runs past busy-reply-threshold."""
+
+    kind_default = "BUSY"
+
+
+class RedisLoadingError(RedisUnavailableError):
+    """Redis answers LOADING: it is loading its dataset after a restart."""
+
+    kind_default = "LOADING"
+
+
+class RedisOutOfMemoryError(RedisUnavailableError):
+    """Redis answers OOM: maxmemory reached under a noeviction policy; writes are refused."""
+
+    kind_default = "OOM"
+
+
+class RedisReadOnlyError(RedisUnavailableError):
+    """Redis answers READONLY (a replica) or MASTERDOWN / NOREPLICAS / MISCONF: it refuses writes for now."""
+
+    kind_default = "READONLY"
+
+
+class RedisClusterDownError(RedisUnavailableError):
+    """A Redis Cluster answers CLUSTERDOWN or TRYAGAIN: resharding or electing a new primary."""
+
+    kind_default = "CLUSTERDOWN"
+
+
+_KIND_CLASSES: dict[str, type[RedisUnavailableError]] = {
+    "BUSY": RedisBusyError, "LOADING": RedisLoadingError, "OOM": RedisOutOfMemoryError,
+    "READONLY": RedisReadOnlyError, "MASTERDOWN": RedisReadOnlyError, "NOREPLICAS": RedisReadOnlyError,
+    "MISCONF": RedisReadOnlyError, "CLUSTERDOWN": RedisClusterDownError, "TRYAGAIN": RedisClusterDownError,
+}
+
+
+def unavailable_error(url: str, reason: object, kind: str) -> RedisUnavailableError:
+    """The RedisUnavailableError (subclass) for one kind of transient trouble."""
+    return _KIND_CLASSES.get(kind, RedisUnavailableError)(url, reason, kind)
+
+
+class RedisCommandError(AsynqError):
+    """Redis refused a command for good (a script error, WRONGTYPE, an unknown command): a bug, ours or the
+    data's, not trouble that passes. .url (masked) and .reason as RedisUnavailableError's."""
 
     def __init__(self, url: str, reason: object = "") -> None:
         self.url = mask_url(url)
         self.reason = str(reason)
-        super().__init__(f"cannot reach Redis at {self.url}" + (f": {self.reason}" if self.reason else ""))
+        super().__init__(f"Redis at {self.url} refused a command: {self.reason}")
 
-    def __reduce__(self) -> tuple[type[RedisUnavailableError], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[RedisCommandError], tuple[str, str]]:
         return type(self), (self.url, self.reason)
 
 

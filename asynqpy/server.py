@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
@@ -21,7 +23,7 @@ from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
-from asynqpy.rdb.failures import UNREACHABLE
+from asynqpy.rdb.failures import translate
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
@@ -127,9 +129,9 @@ class Server:
         rt = self.runtime = Runtime(self.config, self.redis_url)
         try:
             await rt.aredis.ping()
-        except (*UNREACHABLE, OSError) as exc:
+        except (RedisError, OSError) as exc:
             await rt.close()
-            raise RedisUnavailableError(self.redis_url, exc) from exc
+            raise translate(exc, self.redis_url) from exc
         loops, processor, heartbeat = self._build(rt, mux)
         self._loops, self._processor, self._heartbeat = loops, processor, heartbeat
         if signals:
