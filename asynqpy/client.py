@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import NotDurableError, RedisUnavailableError, mask_url
+from asynqpy.errors import NotDurableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import reaching, translate, url_of

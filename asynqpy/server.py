@@ -16,7 +16,7 @@ from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
 from asynqpy.connection import parse as parse_url
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.forwarder import Forwarder
 from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
