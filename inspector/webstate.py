@@ -1,9 +1,10 @@
 """The dashboard's server-side state in Redis: login sessions and failed-login counters, shared by every app process.
 
-Sessions live in asynqpy:{web}:session:<id> (a hash: user, created, seen) with the idle timeout as TTL, so
+Sessions live in asynqpy:{web}:session:<digest of the id> (a hash: user, created, seen) with the idle timeout as TTL, so
 logging out (deleting the key) ends the session everywhere and a copied cookie stops working. Failed logins
 are counted per account and per address in asynqpy:{web}:throttle:<kind>:<key>, each in a window that starts
-with its first failure. webui reaches both through these classes; it never imports redis.
+with its first failure. webui reaches both through these classes; it never imports redis. Every command goes
+through the door of asynqpy.rdb.syncdoor, and every change of more than one key is one script.
 """
 
 from __future__ import annotations
@@ -13,17 +14,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
-from asynqpy.rdb.scripts import Call, SyncRunner
-from inspector.audit import redis_errors
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import SyncDoor
 from inspector.scripts import script
-
-SESSION_PREFIX = "asynqpy:{web}:session:"
-USER_SESSIONS_PREFIX = "asynqpy:{web}:user-sessions:"
-THROTTLE_PREFIX = "asynqpy:{web}:throttle:"
 
 
 @dataclass(frozen=True)
@@ -40,19 +37,21 @@ class WebSession:
 
 def _key(sid: str) -> str:
     # The stored key is a hash of the id, so a read of Redis (e.g. a backup) does not hand out live cookies.
-    return SESSION_PREFIX + hashlib.sha256(sid.encode()).hexdigest()
+    return keys.web_session(hashlib.sha256(sid.encode()).hexdigest())
 
 
 class SessionStore:
     """Creates, looks up and ends login sessions.
 
-    idle: seconds without a request before a session ends; absolute: seconds after login it ends anyway.
-    Every method raises RedisUnavailableError when Redis cannot be reached.
+    connection: a binary redis-py client, or the door (asynqpy.rdb.syncdoor) of one. idle: seconds without a
+    request before a session ends; absolute: seconds after login it ends anyway.
+    Every method raises RedisUnavailableError (the subclass of its kind) for Redis trouble that passes, and
+    RedisCommandError for a command Redis refused, as every Redis call through the door does.
     """
 
-    def __init__(self, connection: redis.Redis, *, idle: float = 3600, absolute: float = 12 * 3600,
+    def __init__(self, connection: redis.Redis | SyncDoor, *, idle: float = 3600, absolute: float = 12 * 3600,
                  clock: Callable[[], float] = time.time) -> None:
-        self.redis: Any = connection  # binary replies; redis-py types them loosely
+        self.door = SyncDoor.of(connection)
         self.idle = idle
         self.absolute = absolute
         self.clock = clock
@@ -61,13 +60,8 @@ class SessionStore:
         """A new session for user with a fresh random id (the cookie carries it); stamp: see WebSession."""
         now = self.clock()
         sid = secrets.token_urlsafe(32)
-        with redis_errors():
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.hset(_key(sid), mapping={"user": user, "created": repr(now), "seen": repr(now), "stamp": stamp})
-            pipe.expire(_key(sid), self._ttl(now, now))
-            pipe.sadd(USER_SESSIONS_PREFIX + user, _key(sid))
-            pipe.expire(USER_SESSIONS_PREFIX + user, int(self.absolute) + 60)
-            pipe.execute()
+        self.door.run(Call(script("session_create"), [_key(sid), keys.web_user_sessions(user)],
+                           [user, repr(now), stamp, self._ttl(now, now), int(self.absolute) + 60], int))
         return WebSession(sid, user, now, now, stamp)
 
     def get(self, sid: str, *, touch: bool = True) -> WebSession | None:
@@ -78,40 +72,37 @@ class SessionStore:
         if not sid or not isinstance(sid, str):
             return None
         key = _key(sid)
-        with redis_errors():
-            user, created, seen, stamp = self.redis.hmget(key, "user", "created", "seen", "stamp")
-            if user is None or created is None:
-                return None
-            now = self.clock()
-            c, s = float(created), float(seen or created)
-            if now - c >= self.absolute or now - s >= self.idle:
-                self.redis.delete(key)
-                return None
-            if touch and now - s >= min(5.0, self.idle / 10):
-                pipe = self.redis.pipeline(transaction=True)
-                pipe.hset(key, "seen", repr(now))
-                pipe.expire(key, self._ttl(c, now))
-                pipe.execute()
-                s = now
+        user, created, seen, stamp = self.door.command("HMGET", key, "user", "created", "seen", "stamp")
+        if user is None or created is None:
+            return None
+        now = self.clock()
+        c, s = float(created), float(seen or created)
+        if now - c >= self.absolute or now - s >= self.idle:
+            self.door.command("DEL", key)
+            return None
+        if touch and now - s >= min(5.0, self.idle / 10):
+            if not self.door.run(Call(script("session_touch"), [key], [repr(now), self._ttl(c, now)], int)):
+                return None  # ended (logged out) since it was read
+            s = now
         return WebSession(sid, user.decode(), c, s, (stamp or b"").decode())
 
     def end(self, sid: str) -> bool:
         """End one session (logout). True when it was live."""
         if not sid:
             return False
-        with redis_errors():
-            user = self.redis.hget(_key(sid), "user")
-            n = self.redis.delete(_key(sid))
-            if user is not None:
-                self.redis.srem(USER_SESSIONS_PREFIX + user.decode(), _key(sid))
-        return bool(n)
+        key = _key(sid)
+        user = self.door.command("HGET", key, "user")
+        if user is None:
+            return bool(self.door.command("DEL", key))
+        return bool(self.door.run(Call(script("session_end"), [key, keys.web_user_sessions(user.decode())], [],
+                                       int)))
 
     def end_user(self, user: str) -> int:
         """End every session of user (after a password change or removal). Returns how many were live."""
-        with redis_errors():
-            keys = list(self.redis.smembers(USER_SESSIONS_PREFIX + user))
-            n = int(self.redis.delete(*keys)) if keys else 0
-            self.redis.delete(USER_SESSIONS_PREFIX + user)
+        listed = keys.web_user_sessions(user)
+        sessions = list(self.door.command("SMEMBERS", listed))
+        n = int(self.door.command("DEL", *sessions)) if sessions else 0  # one slot ({web}), also on a cluster
+        self.door.command("DEL", listed)
         return n
 
     def _ttl(self, created: float, now: float) -> int:
@@ -130,30 +121,25 @@ class LoginThrottle:
     """Counts failed logins per account and per address; past a limit in the window, logins are refused
     until the window ends. A successful login clears the account's counter (not the address's).
 
-    Raises RedisUnavailableError when Redis cannot be reached.
+    connection: a binary redis-py client, or its door. Raises RedisUnavailableError, RedisCommandError as
+    SessionStore does.
     """
 
-    def __init__(self, connection: redis.Redis, *, per_user: int = 5, per_addr: int = 20,
+    def __init__(self, connection: redis.Redis | SyncDoor, *, per_user: int = 5, per_addr: int = 20,
                  window: int = 900) -> None:
-        self.redis: Any = connection  # binary replies; redis-py types them loosely
-        self.runner = SyncRunner(connection)
+        self.door = SyncDoor.of(connection)
         self.per_user = per_user
         self.per_addr = per_addr
         self.window = int(window)
 
     def _keys(self, user: str, addr: str) -> tuple[str, str]:
-        return (THROTTLE_PREFIX + "user:" + user.lower()[:200], THROTTLE_PREFIX + "addr:" + addr)
+        return (keys.login_throttle("user", user.lower()[:200]), keys.login_throttle("addr", addr))
 
     def check(self, user: str, addr: str) -> ThrottleState:
         """Whether a login attempt for user from addr must be refused now (checked before the password)."""
         ku, ka = self._keys(user, addr)
-        with redis_errors():
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.get(ku)
-            pipe.ttl(ku)
-            pipe.get(ka)
-            pipe.ttl(ka)
-            nu, tu, na, ta = pipe.execute()
+        nu, tu, na, ta = self.door.read(lambda b: (b.command("GET", ku), b.command("TTL", ku), b.command("GET", ka),
+                                                   b.command("TTL", ka)))
         waits = []
         if nu is not None and int(nu) >= self.per_user:
             waits.append(max(int(tu), 1))
@@ -163,14 +149,11 @@ class LoginThrottle:
 
     def failed(self, user: str, addr: str) -> ThrottleState:
         """Count one failed login (one atomic script for both counters); says whether the next is refused."""
-        with redis_errors():
-            reply: list[Any] = self.runner.run(Call(script("login_failed"), self._keys(user, addr), (self.window,),
-                                                    list))
+        reply = self.door.run(Call(script("login_failed"), self._keys(user, addr), (self.window,), list))
         (nu, tu), (na, ta) = reply
         waits = [int(t) for n, t, limit in ((nu, tu, self.per_user), (na, ta, self.per_addr)) if int(n) >= limit]
         return ThrottleState(bool(waits), max(waits, default=0))
 
     def succeeded(self, user: str) -> None:
         """Forget the account's failures (the address's stay counted)."""
-        with redis_errors():
-            self.redis.delete(self._keys(user, "")[0])
+        self.door.command("DEL", self._keys(user, "")[0])

@@ -134,10 +134,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, template_folder=str(_asset_dir("templates")), static_folder=str(_asset_dir("static")))
     app.config.update(settings(config))
     app.jinja_env.autoescape = True
-    from inspector.guard import GuardedInspector
-
-    app.extensions[EXTENSION] = GuardedInspector(_redis_url(app.config["ASYNQPY_REDIS_URL"]),
-                                                 chunk=app.config["ASYNQPY_JOB_CHUNK"])
+    app.extensions[EXTENSION] = Inspector(_redis_url(app.config["ASYNQPY_REDIS_URL"]),
+                                          chunk=app.config["ASYNQPY_JOB_CHUNK"])
     _register(app)
     return app
 

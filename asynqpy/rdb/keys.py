@@ -151,7 +151,6 @@ def scheduler_history(entry_id: str) -> str:
     return f"asynq:scheduler_history:{entry_id}"
 
 
-
 def tick_mark(q: str, entry_id: str) -> str:
     """Our own: the latest tick of a scheduler entry that any replica claimed (Unix s), in the queue's slot."""
     return f"asynqpy:{{{q}}}:lasttick:{entry_id}"
@@ -160,3 +159,40 @@ def tick_mark(q: str, entry_id: str) -> str:
 def tick_claim(q: str, entry_id: str, tick: int) -> str:
     """Our own: the claim of one tick of a scheduler entry (value: the scheduler id), with an expiry."""
     return f"asynqpy:{{{q}}}:tick:{entry_id}:{tick}"
+
+
+# -- the Inspector's and the dashboard's own keys (each family under one hash tag: a cluster keeps it in one slot)
+
+# The shared queue snapshot (compressed JSON) and the lock its one taker holds.
+SNAPSHOT = "asynqpy:{snapshot}:queues"
+SNAPSHOT_LOCK = "asynqpy:{snapshot}:queues:lock"
+# Queue-size samples for the dashboard's chart: per queue, and summed over queues.
+SIZE_SAMPLES = "asynqpy:{sizes}"
+SIZE_TOTALS = "asynqpy:{sizes}:total"
+# Background jobs (replay, archive or delete every task of a state), newest last by start time.
+JOBS = "asynqpy:{jobs}"
+
+
+def size_slot(slot: int) -> str:
+    """Our own: the claim of one sampling interval (SET NX), so one process of many writes its sample."""
+    return f"asynqpy:{{sizes}}:slot:{slot}"
+
+
+def job(job_id: str) -> str:
+    """Our own: one background job's hash (action, queue, state, counts, status)."""
+    return f"asynqpy:{{jobs}}:job:{job_id}"
+
+
+def web_session(digest: str) -> str:
+    """Our own: a dashboard login session's hash, named by a digest of its id (never the cookie's id itself)."""
+    return f"asynqpy:{{web}}:session:{digest}"
+
+
+def web_user_sessions(user: str) -> str:
+    """Our own: the set of a user's session keys, so a password change ends them all."""
+    return f"asynqpy:{{web}}:user-sessions:{user}"
+
+
+def login_throttle(kind: str, who: str) -> str:
+    """Our own: failed logins counted per "user" or "addr" in a window (the key's expiry)."""
+    return f"asynqpy:{{web}}:throttle:{kind}:{who}"
