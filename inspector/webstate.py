@@ -9,15 +9,18 @@ through the door of asynqpy.rdb.syncdoor, and every change of more than one key 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
 
+from asynqpy.errors import RedisUnavailableError
 from asynqpy.rdb import keys
+from asynqpy.rdb.failures import refuses_writes
 from asynqpy.rdb.scripts import Call
 from asynqpy.rdb.syncdoor import SyncDoor
 from inspector.scripts import script
@@ -78,12 +81,14 @@ class SessionStore:
         now = self.clock()
         c, s = float(created), float(seen or created)
         if now - c >= self.absolute or now - s >= self.idle:
-            self.door.command("DEL", key)
+            with _unless_writes_refused():  # else its expiry ends it
+                self.door.command("DEL", key)
             return None
         if touch and now - s >= min(5.0, self.idle / 10):
-            if not self.door.run(Call(script("session_touch"), [key], [repr(now), self._ttl(c, now)], int)):
-                return None  # ended (logged out) since it was read
-            s = now
+            with _unless_writes_refused():  # while Redis refuses writes the session goes on, not extended
+                if not self.door.run(Call(script("session_touch"), [key], [repr(now), self._ttl(c, now)], int)):
+                    return None  # ended (logged out) since it was read
+                s = now
         return WebSession(sid, user.decode(), c, s, (stamp or b"").decode())
 
     def end(self, sid: str) -> bool:
@@ -107,6 +112,16 @@ class SessionStore:
 
     def _ttl(self, created: float, now: float) -> int:
         return max(1, int(min(self.idle, self.absolute - (now - created))) + 1)
+
+
+@contextlib.contextmanager
+def _unless_writes_refused() -> Iterator[None]:
+    """Skip a write Redis refuses for now (OOM, READONLY) where reading on without it is right."""
+    try:
+        yield
+    except RedisUnavailableError as exc:
+        if not refuses_writes(exc):
+            raise
 
 
 @dataclass(frozen=True)

@@ -76,4 +76,22 @@
     init(document);
   });
   document.addEventListener("htmx:load", function (evt) { init(evt.detail.elt.parentElement || document); });
+
+  // An error answer the server addressed to #messages (HX-Retarget: the Redis-down banner's message, a refused
+  // action) is shown there; htmx swaps no 4xx/5xx answer by itself. Others stay unswapped.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (xhr && xhr.status >= 400 && xhr.getResponseHeader("HX-Retarget") === "#messages") {
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
+    }
+  });
+
+  // Once a request succeeds again, Redis answers: its "unavailable" message goes.
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (xhr && xhr.status > 0 && xhr.status < 400) {
+      document.querySelectorAll("#messages .redis-down").forEach(function (m) { m.remove(); });
+    }
+  });
 })();
