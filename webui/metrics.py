@@ -1,9 +1,10 @@
 """The dashboard's /metrics: the queue-state exporter as a Flask blueprint (no login; an optional bearer token).
 
 Register it with `app.register_blueprint(webui.metrics.bp)`. It reads from the app config:
-ASYNQPY_INSPECTOR (an Inspector to use; default: the dashboard's, when mounted on it) or ASYNQPY_REDIS_URL (default: asynqpy's default URL), METRICS_TOKEN
-(require `Authorization: Bearer <token>`; default ASYNQPY_METRICS_TOKEN from the environment) and
-METRICS_MAX_AGE (seconds a shared snapshot may be reused, default 2).
+ASYNQPY_INSPECTOR (an Inspector to use; default: the dashboard's, when mounted on it) or ASYNQPY_REDIS_URL
+(default: asynqpy's default URL), METRICS_TOKEN (require `Authorization: Bearer <token>`; default
+ASYNQPY_METRICS_TOKEN from the environment) and METRICS_MAX_AGE (seconds a shared snapshot may be reused,
+default 2). A scrape always answers 200, whatever Redis does (see exporter.collector).
 """
 
 from __future__ import annotations
