@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from asynqpy.errors import AsynqError, FailedPreconditionError, RedisUnavailableError
 from asynqpy.rdb import keys
@@ -25,6 +25,7 @@ from inspector.context import Ctx, check_queue_name, check_state, state_source, 
 from inspector.scripts import script
 
 log = logging.getLogger("asynqpy.inspector")
+T = TypeVar("T")
 
 KEEP_JOBS = 100
 JOB_TTL = 7 * 86400
@@ -175,28 +176,36 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
     shows as stalled meanwhile, so it can be canceled. Any other error ends the job as failed, with the error
     recorded; it is not raised (JobNotFoundError aside, when the job does not exist).
     """
-    job = get(ctx, job_id)
-    start = time.monotonic()
     trouble = TroubleLog(f"job {job_id}", logger=log)
+
+    def patient(fn: Callable[[], T]) -> T:  # transient trouble: wait it out (logged once per kind), try again
+        while True:
+            try:
+                result = fn()
+            except RedisUnavailableError as exc:
+                trouble.note(exc, "a background job")
+                sleep(trouble.delay(base=0.2, cap=HEARTBEAT))
+                continue
+            trouble.ok()
+            return result
+
+    job = patient(lambda: get(ctx, job_id))
+    start = time.monotonic()
     while True:
         try:
-            status = _run_chunk(ctx, job, chunk, start, sleep)
-            trouble.ok()
+            status = patient(lambda: _run_chunk(ctx, job, chunk, start, sleep))
             if status is not None and status != "running":
                 break
-            job = get(ctx, job_id)
+            job = patient(lambda: get(ctx, job_id))
             if status is not None and progress is not None:
                 progress(job)
         except JobNotFoundError:
             raise
-        except RedisUnavailableError as exc:
-            trouble.note(exc, f"{job.action} all {job.state.value} tasks of {job.queue!r}")
-            sleep(trouble.delay(base=0.2, cap=HEARTBEAT))
         except Exception as exc:  # a background job must end with a reason, never vanish
             log.warning("job %s failed: %s", job_id, exc)
             _fail(ctx, job_id, exc)
             break
-    final = get(ctx, job_id)
+    final = patient(lambda: get(ctx, job_id))
     if progress is not None:
         progress(final)
     return final
