@@ -8,6 +8,7 @@ status is one script (inspector/lua/job_*.lua), so a cancel and the job's own en
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
@@ -193,7 +194,7 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
     start = time.monotonic()
     while True:
         try:
-            status = patient(lambda: _run_chunk(ctx, job, chunk, start, sleep))
+            status = patient(functools.partial(_run_chunk, ctx, job, chunk, start, sleep))
             if status is not None and status != "running":
                 break
             job = patient(lambda: get(ctx, job_id))
