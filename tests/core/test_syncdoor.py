@@ -99,3 +99,13 @@ def test_real_oom_busy_and_readonly_come_out_typed(fault_redis: redis.Redis, fau
             door.run(Call(FRESH, [], [1], int))
     assert door.command("SET", "k", "v") is True  # all well again, through the same door
     door.close()
+
+
+def test_run_many_gives_each_calls_outcome_translated(r: redis.Redis) -> None:
+    door = SyncDoor(r)
+    r.set("str", "v")
+    text = "return redis.call('LLEN', KEYS[1])"
+    llen = Script("llen", text, hashlib.sha1(text.encode()).hexdigest())
+    r.script_flush()
+    ok, bug = door.run_many([Call(FRESH, [], [1], int), Call(llen, ["str"], [], int)])
+    assert ok == 6 and isinstance(bug, RedisCommandError) and "WRONGTYPE" in str(bug)
