@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from asynqpy import Client, Task
-from asynqpy.rdb import keys
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.rdb import keys
 from inspector.api import Inspector
 from inspector.cli import main
 from inspector.redact import MASK, Policy
