@@ -95,7 +95,7 @@ def require(queue: str | None, need: str, *, task_ids: list[str] | None = None) 
             _denied(queue, f"{user.name} has no access to this queue", task_ids)
         raise not_found(queue or "")
     elif not role_allows(have, need):
-        on = f" on queue {queue}" if queue is not None and have != user.role else ""
+        on = f" on queue {queue}" if queue is not None and user.queues else ""
         reason = f"this needs the {need} role; {user.name} is {have}{on}"
     if reason is not None:
         if change:
