@@ -367,11 +367,11 @@ class Policy:
             return rec
         show = display.view if full else display.preview
         new_info = dataclasses.replace(info, payload=payload or b"", result=result, headers=headers)
-        pview = self._hidden(pm.hide, len(info.payload), info.type) if pm.hide else (
+        pview = self._hidden(pm.hide, info.payload, info.type, "payload") if pm.hide else (
             show(payload, task_type=info.type) if pm.found else rec.payload)
         rview = rec.result
         if rm.hide:
-            rview = self._hidden(rm.hide, len(info.result or b""), info.type)
+            rview = self._hidden(rm.hide, info.result or b"", info.type, "result")
         elif rm.found:
             rview = show(result)
         hidden = [f"{p} (hidden: {m.hide})" for p, m in (("payload", pm), ("result", rm)) if m.hide]
@@ -382,12 +382,14 @@ class Policy:
         (its type, and so its rules, are unknown)."""
         if not rec.problem or rec.info.type or not self.masks_for(role) or rec.payload.kind == "empty":
             return rec
-        return dataclasses.replace(rec, payload=self._hidden("the task cannot be decoded", rec.payload.size, ""),
-                                   redacted=("payload (hidden: the task cannot be decoded)",))
+        hidden = PayloadView("redacted", f"[redacted: {rec.payload.size} bytes, the task cannot be decoded; shown "
+                                         f"to {self.reveal_role('')} and above]", rec.payload.size, False)
+        return dataclasses.replace(rec, payload=hidden, redacted=("payload (hidden: the task cannot be decoded)",))
 
-    def _hidden(self, why: str, size: int, task_type: str) -> PayloadView:
-        who = self.reveal_role(task_type)
-        return PayloadView("redacted", f"[redacted: {size} bytes, {why}; shown to {who} and above]", size, False)
+    def _hidden(self, why: str, data: bytes, task_type: str, part: str) -> PayloadView:
+        who = next(r for r in ROLES if not self.mask_bytes(task_type, part, data, r)[1].hide)  # admin: never
+        return PayloadView("redacted", f"[redacted: {len(data)} bytes, {why}; shown to {who} and above]", len(data),
+                           False)
 
     def page(self, tp: TaskPage, role: str) -> TaskPage:
         """A page of tasks as role may see them (table-cell display forms)."""

@@ -138,7 +138,7 @@ def test_records_from_redis_are_masked_in_views_info_and_search(redis_url: str, 
         assert rec.info.headers["X-Card-Ref"] == MASK and "headers.X-Card-Ref" in rec.redacted
         assert p.task(insp.get_task("billing", charge["done"]), "operator").info.headers["X-Card-Ref"] == "ct-9"
         hidden = p.task(insp.get_task("billing", charge["text"]), "viewer")
-        assert hidden.payload.kind == "redacted" and "shown to admin" in hidden.payload.text
+        assert hidden.payload.kind == "redacted" and "shown to operator and above" in hidden.payload.text
         assert hidden.info.payload == b""
         found = insp.search("billing", "completed", text="4242")
         assert len(found.tasks) == 1 and p.search(found, "viewer", "4242").tasks == ()  # no oracle
