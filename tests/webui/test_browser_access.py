@@ -20,7 +20,7 @@ import redis
 from asynqpy import Client, Task
 from asynqpy.embedded import free_port
 from tests.inspector.worker import Worker
-from tests.webui.test_web_browser import ARTIFACTS, CHROMIUM, browser  # noqa: F401 (the shared Chromium fixture)
+from tests.webui.browserkit import ARTIFACTS, CHROMIUM
 from webui.users import UsersFile
 
 DB = 13
@@ -95,7 +95,7 @@ def log_in(page: Any, base: str, name: str) -> None:
     page.wait_for_url(base + "/")
 
 
-def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str, Any], browser: Any) -> None:  # noqa: F811
+def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str, Any], browser: Any) -> None:
     from playwright.sync_api import expect
 
     base = site["base"]
