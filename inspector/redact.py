@@ -88,7 +88,7 @@ class Rule:
 
 
 @dataclass
-class _Masking:
+class Masking:
     """One part being masked: the paths masked so far (for the page's note) and whether it must be hidden."""
 
     found: list[str] = field(default_factory=list)
@@ -152,9 +152,9 @@ class Policy:
 
     # -- masking -------------------------------------------------------------------------------------------
 
-    def mask_bytes(self, task_type: str, part: str, data: bytes | None, role: str) -> tuple[bytes | None, _Masking]:
+    def mask_bytes(self, task_type: str, part: str, data: bytes | None, role: str) -> tuple[bytes | None, Masking]:
         """The masked bytes of a payload or result (b"" with .hide set when it must be hidden whole)."""
-        m = _Masking()
+        m = Masking()
         if not data:
             return data, m
         rules = self._rules(task_type, role)
@@ -182,8 +182,8 @@ class Policy:
             return data, m
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode(), m
 
-    def _opaque(self, task_type: str, part: str, data: bytes, role: str, m: _Masking,
-                paths: list[tuple[str, ...]], hooks: list[Hook], defaults: bool) -> tuple[bytes | None, _Masking]:
+    def _opaque(self, task_type: str, part: str, data: bytes, role: str, m: Masking,
+                paths: list[tuple[str, ...]], hooks: list[Hook], defaults: bool) -> tuple[bytes | None, Masking]:
         """A part that is not JSON: fields cannot be found in it, so it is hidden whole when a rule names
         fields of it (or non_json = "hide"); text gets the default's key=value pairs masked."""
         if paths:
@@ -220,7 +220,7 @@ class Policy:
         names = "|".join(re.escape(k) for k in self.keys)
         return re.compile(r"(?i)(\b[\w.-]*(?:" + names + r")[\w.-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s&,;]+)")
 
-    def _mask_keys(self, value: Any, part: str, m: _Masking, path: str = "") -> Any:
+    def _mask_keys(self, value: Any, part: str, m: Masking, path: str = "") -> Any:
         where = path or part
         if isinstance(value, dict):
             out = {}
@@ -235,7 +235,7 @@ class Policy:
             return [self._mask_keys(v, part, m, f"{where}[{i}]") for i, v in enumerate(value)]
         return value
 
-    def _run_hook(self, hook: Hook, task_type: str, part: str, value: Any, m: _Masking) -> Any:
+    def _run_hook(self, hook: Hook, task_type: str, part: str, value: Any, m: Masking) -> Any:
         try:
             return hook(task_type, part, value)
         except Exception:  # a broken hook must not show what it was meant to hide
@@ -259,7 +259,7 @@ class Policy:
                 out[k] = v
         hooks = [r.hook for r in rules if r.hook] + ([self.hook] if self.hook and defaults else [])
         for hook in hooks:
-            m = _Masking()
+            m = Masking()
             got = self._run_hook(hook, task_type, "headers", dict(out), m)
             if m.hide or not isinstance(got, Mapping):
                 return {k: MASK for k in headers}, [f"headers.{k}" for k in headers]
@@ -356,7 +356,7 @@ def _contains(rec: TaskRecord, text: str) -> bool:
     return needle in raw or needle in rec.payload.text.lower()
 
 
-def _mask_path(value: Any, segs: tuple[str, ...], where: str, m: _Masking) -> Any:
+def _mask_path(value: Any, segs: tuple[str, ...], where: str, m: Masking) -> Any:
     """value with the value at path segs replaced by MASK (lists walked element by element)."""
     if isinstance(value, list):
         if segs[0].isdigit():

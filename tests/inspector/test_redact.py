@@ -17,7 +17,7 @@ from asynqpy.errors import InvalidArgumentError
 from asynqpy.rdb import keys
 from inspector.api import Inspector
 from inspector.cli import main
-from inspector.redact import MASK, Policy
+from inspector.redact import MASK, ROLES, Policy
 from tests.inspector.worker import Worker
 
 CARD = {"types": {"payment:*": {"fields": ["payload.card.number", "payload.cards.cvc", "result.receipt.card"],
@@ -29,6 +29,12 @@ CHARGE = {"card": {"number": "4242424242424242", "exp": "12/30"}, "cards": [{"cv
 def masked(policy: Policy, task_type: str, value: Any, role: str) -> tuple[Any, list[str], str]:
     data, m = policy.mask_bytes(task_type, "payload", json.dumps(value).encode(), role)
     return (json.loads(data) if data else None), m.found, m.hide
+
+
+def test_the_roles_are_the_dashboards() -> None:
+    from webui.users import ROLES as DASHBOARD_ROLES
+
+    assert ROLES == DASHBOARD_ROLES  # the threshold compares the dashboard's roles in the same order
 
 
 def test_default_masks_secret_named_keys_at_any_depth_below_admin() -> None:
