@@ -36,6 +36,8 @@ class WebSession:
     created: float
     seen: float
     stamp: str = ""
+    role: str = ""  # for a user signed in through an identity provider (via): the role it mapped to
+    via: str = ""  # "" for a users-file login, "oidc" for OpenID Connect
 
 
 def _key(sid: str) -> str:
@@ -59,13 +61,14 @@ class SessionStore:
         self.absolute = absolute
         self.clock = clock
 
-    def create(self, user: str, stamp: str = "") -> WebSession:
-        """A new session for user with a fresh random id (the cookie carries it); stamp: see WebSession."""
+    def create(self, user: str, stamp: str = "", *, role: str = "", via: str = "") -> WebSession:
+        """A new session for user with a fresh random id (the cookie carries it); stamp, role, via: see
+        WebSession."""
         now = self.clock()
         sid = secrets.token_urlsafe(32)
         self.door.run(Call(script("session_create"), [_key(sid), keys.web_user_sessions(user)],
-                           [user, repr(now), stamp, self._ttl(now, now), int(self.absolute) + 60], int))
-        return WebSession(sid, user, now, now, stamp)
+                           [user, repr(now), stamp, role, via, self._ttl(now, now), int(self.absolute) + 60], int))
+        return WebSession(sid, user, now, now, stamp, role, via)
 
     def get(self, sid: str, *, touch: bool = True) -> WebSession | None:
         """The live session with this id, or None (unknown, logged out, idle or past its absolute timeout).
@@ -75,7 +78,8 @@ class SessionStore:
         if not sid or not isinstance(sid, str):
             return None
         key = _key(sid)
-        user, created, seen, stamp = self.door.command("HMGET", key, "user", "created", "seen", "stamp")
+        user, created, seen, stamp, role, via = self.door.command("HMGET", key, "user", "created", "seen", "stamp",
+                                                                  "role", "via")
         if user is None or created is None:
             return None
         now = self.clock()
@@ -89,7 +93,8 @@ class SessionStore:
                 if not self.door.run(Call(script("session_touch"), [key], [repr(now), self._ttl(c, now)], int)):
                     return None  # ended (logged out) since it was read
                 s = now
-        return WebSession(sid, user.decode(), c, s, (stamp or b"").decode())
+        return WebSession(sid, user.decode(), c, s, (stamp or b"").decode(), (role or b"").decode(),
+                          (via or b"").decode())
 
     def end(self, sid: str) -> bool:
         """End one session (logout). True when it was live."""
