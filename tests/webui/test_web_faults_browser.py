@@ -5,7 +5,6 @@ message in #messages (htmx swaps no error answer by itself: static/app.js does, 
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +16,10 @@ from werkzeug.serving import make_server
 from asynqpy import Client, Task
 from tests.redisfaults import busy, fault_redis, fault_server, fault_url
 from tests.webui.authkit import PASSWORDS, make_app, users_path
+from tests.webui.browserkit import CHROMIUM
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
                                 "(.ci/run installs it: apt-get install chromium)")
 
@@ -42,19 +41,17 @@ def base(fault_url: str, users_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def page(base: str) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        pg = b.new_page()
-        pg.goto(base + "/login")
-        pg.get_by_label("Username").fill("vera")
-        pg.get_by_label("Password").fill(PASSWORDS["vera"])
-        pg.get_by_role("button", name="Log in").click()
-        pg.wait_for_url(base + "/")
-        yield pg
-        b.close()
+def page(base: str, browser: Any) -> Iterator[Any]:
+    """A page of the session's browser (tests.webui.browserkit), logged in as vera."""
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.goto(base + "/login")
+    pg.get_by_label("Username").fill("vera")
+    pg.get_by_label("Password").fill(PASSWORDS["vera"])
+    pg.get_by_role("button", name="Log in").click()
+    pg.wait_for_url(base + "/")
+    yield pg
+    ctx.close()
 
 
 def test_a_polling_page_shows_redis_down_and_recovers(page: Any, base: str, fault_url: str) -> None:
