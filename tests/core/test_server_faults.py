@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -15,10 +17,18 @@ import redis
 from asynqpy import Client, ServeMux, Task
 from asynqpy.config import ServerConfig
 from asynqpy.errors import RedisOutOfMemoryError
+from asynqpy.metrics.http import MetricsHTTPServer, health_probes
 from asynqpy.runtime import Runtime
 from tests.helpers import running, wait_for
 from tests.redisfaults import busy, out_of_memory
 
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+            return resp.status, resp.read().decode().strip()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode().strip()
 
 
 def _fault(kind: str, url: str):  # type: ignore[no-untyped-def]
@@ -34,17 +44,25 @@ def test_the_worker_outlives_an_error_reply_and_says_it_is_degraded(kind: str, r
     c = Client(redis_url)
     with caplog.at_level("INFO", logger="asynqpy"), \
             running(redis_url, mux, heartbeat_interval=0.2, idle_poll_interval=0.1) as srv:
+        http = MetricsHTTPServer("127.0.0.1", 0, lambda: (b"", "text/plain"), health_probes(srv.health)).start()
         c.enqueue(Task("job", b"before"))
         wait_for(lambda: done == ["before"], what="the task before the fault")
         seen: list[tuple[bool, bool, str]] = []
         with _fault(kind, redis_url):
             wait_for(lambda: seen.append(srv.health()) or seen[-1][2].startswith("degraded: "),
                      what="health to say degraded")
-            time.sleep(1.5)  # every loop meets the fault, several passes each
+            # past three heartbeat intervals without Redis: not ready, saying why (several passes of each loop)
+            readyz = wait_for(lambda: (lambda got: got[0] == 503 and got)(_get(http.port, "/readyz")),
+                              what="/readyz to answer 503")
+            time.sleep(0.5)
             seen.append(srv.health())
         assert all(live for live, _, _ in seen), seen  # no loop died
         assert seen[-1][2].startswith(f"degraded: Redis answers {kind} since "), seen[-1]
+        assert readyz[0] == 503 and readyz[1].startswith(f"degraded: Redis answers {kind} since "), readyz
+        assert _get(http.port, "/livez")[0] == 200
         wait_for(lambda: srv.health() == (True, True, "ok"), what="health to clear by itself")
+        assert _get(http.port, "/readyz") == (200, "ok")
+        http.stop()
         for i in range(5):
             c.enqueue(Task("job", f"after{i}".encode()))
         wait_for(lambda: len(done) == 6, what="the five tasks enqueued after the fault")
