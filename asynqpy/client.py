@@ -15,7 +15,7 @@ from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import NotDurableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
-from asynqpy.rdb import broker, keys
+from asynqpy.rdb import broker, state
 from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo
@@ -119,7 +119,7 @@ class Client:
         batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
-                self.redis.sadd(keys.QUEUES, batch.queue)
+                self._runner.run(state.register_queue(batch.queue))
             durable = batch.same.base.durable
             for part in batch.parts():
                 if durable is not None:
@@ -182,7 +182,7 @@ class AsyncClient:
         batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
-                await self.redis.sadd(keys.QUEUES, batch.queue)
+                await self._runner.run(state.register_queue(batch.queue))
             durable = batch.same.base.durable
             for part in batch.parts():
                 if durable is not None:

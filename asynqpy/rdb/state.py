@@ -1,4 +1,4 @@
-"""Calls for what servers and schedulers publish about themselves, and the few plain reads of the loops.
+"""Calls for what servers and schedulers publish about themselves, and the few plain commands of loops and clients.
 
 Lease extensions, the asynq:servers / asynq:workers / asynq:schedulers indexes, a scheduler entry's history,
 a server's health note, a task's result. Each is a small script run through the runners (rdb/scripts.py), so
@@ -64,6 +64,11 @@ def _tick(raw: Any) -> float | None:
 def read_tick_mark(q: str, entry_id: str) -> Call[float | None]:
     """The latest tick (Unix s) of an entry that any scheduler replica claimed, or None."""
     return Call(script("read_tick_mark"), [keys.tick_mark(q, entry_id)], [], _tick)
+
+
+def register_queue(q: str) -> Call[int]:
+    """Register q in asynq:queues (a producer's duty). Reply: 1 when it was new."""
+    return Call(script("register_queue"), [keys.QUEUES], [q], _int)
 
 
 def list_groups(q: str) -> Call[list[str]]:
