@@ -29,7 +29,7 @@ from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError
 from asynqpy.rdb import broker, keys, state
-from asynqpy.rdb.failures import Degraded, TroubleLog, is_redis_error, reaching
+from asynqpy.rdb.failures import Degraded, TroubleLog, reaching
 from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
 from asynqpy.task import Task
@@ -218,8 +218,6 @@ class Scheduler:
             try:
                 await self._remove_entries(runner)
             except Exception as exc:  # Redis away at stop: the entries expire with their TTL
-                if not is_redis_error(exc):
-                    raise
                 self.trouble.note(exc, "could not remove the entries at stop")
             if self._conn is None:
                 await conn.aclose()
@@ -293,9 +291,7 @@ class Scheduler:
             self.failures += 1
             log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
             return True
-        except Exception as exc:
-            if not is_redis_error(exc):
-                raise
+        except Exception as exc:  # Redis trouble, or a bug: logged (rarely), the tick is tried again soon
             self.failures += 1
             self.trouble.note(exc, f"cannot enqueue {e.task.type} for entry {e.id} ({e.spec})")
             return False
@@ -308,8 +304,6 @@ class Scheduler:
         try:
             await runner.run(state.record_scheduler_event(e.id, event, at=int(now), cap=HISTORY_CAP))
         except Exception as exc:
-            if not is_redis_error(exc):
-                raise
             self.trouble.note(exc, f"enqueue history of entry {e.id} not written")
         log.info("scheduler: enqueued %s (%s) for %s: task %s", e.task.type, e.spec, _iso(tick), opts.task_id)
         return True
@@ -330,8 +324,6 @@ class Scheduler:
             await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data))
             await runner.run(state.index_add(keys.SCHEDULERS, self.list_key, score=int(now + ttl)))
         except Exception as exc:
-            if not is_redis_error(exc):
-                raise
             self.trouble.note(exc, "heartbeat failed")
             return
         self.trouble.ok()

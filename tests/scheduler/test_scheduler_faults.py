@@ -69,3 +69,29 @@ def test_the_scheduler_outlives_an_error_reply(kind: str, servers: tuple[Embedde
     assert not run.thread.is_alive()
     logged = [rec for rec in caplog.records if f"answers {kind} (" in rec.getMessage()]
     assert 1 <= len(logged) <= 2 and not any(rec.exc_info for rec in logged)  # once per kind, not per try
+
+
+def test_a_bug_reply_is_logged_with_its_trace_once_and_the_scheduler_goes_on(
+        servers: tuple[EmbeddedServer, EmbeddedServer], caplog: pytest.LogCaptureFixture) -> None:
+    """WRONGTYPE (a key of ours holding the wrong type) is no transient trouble: logged with its trace, rarely,
+    and not 'degraded'; the scheduler keeps trying and enqueues once the data is right again."""
+    a, _ = servers
+    r = redis.Redis.from_url(a.url)
+    r.flushall()
+    run = Running(a.url)
+    entry = run.s.register("@every 1s", Task("tick", b""), queue="cron")
+    try:
+        with caplog.at_level("INFO", logger="asynqpy.scheduler"):
+            run.start()
+            wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+            r.lpush(f"asynqpy:{{cron}}:lasttick:{entry}", "not a tick")
+            run.base.value += 1
+            wait_for(lambda: run.s.failures >= 5, "several failed attempts")
+            assert run.thread.is_alive() and run.s.degraded is None
+            r.delete(f"asynqpy:{{cron}}:lasttick:{entry}")
+            wait_for(lambda: r.llen("asynq:{cron}:pending") == 1, "the tick, once the key is right")
+    finally:
+        run.stop()
+        r.close()
+    bugs = [rec for rec in caplog.records if "unexpected error" in rec.getMessage()]
+    assert len(bugs) == 1 and bugs[0].exc_info is not None
