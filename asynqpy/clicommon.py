@@ -13,7 +13,7 @@ import redis
 
 from asynqpy.devstate import choose_redis_url
 from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError, mask_url
-from asynqpy.rdb.failures import is_transient, translate
+from asynqpy.rdb.failures import translate
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
 
@@ -87,9 +87,11 @@ def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse
 def report(exc: Exception, args: argparse.Namespace) -> int:
     """Print exc as the CLI does (see run_guarded) and return the exit code."""
     debug = debugging(args)
-    if isinstance(exc, redis.RedisError) and is_transient(exc):  # redis-py's, from a command of a plugin
+    if isinstance(exc, redis.RedisError):  # redis-py's own, let through by a command: ours, with the URL masked
         url = getattr(args, "redis_url", None) or choose_redis_url().url
-        exc = translate(exc, url)
+        ours = translate(exc, url)
+        ours.__cause__ = exc  # --debug shows redis-py's traceback too
+        exc = ours
     if isinstance(exc, RedisUnavailableError):
         if debug:
             traceback.print_exception(exc)

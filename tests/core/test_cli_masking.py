@@ -56,3 +56,12 @@ def test_the_exporters_start_line_prints_no_sentinel_password() -> None:
     start = lines[-1]
     assert "serving http" in start and "sentinel_password=***" in start, lines
     assert not any("sentinelpw" in ln or "userpw" in ln for ln in lines)
+
+
+def test_any_redis_error_a_command_lets_through_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(redis_url="redis://:pw@127.0.0.1:6379/0", debug=False)
+    assert report(redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+                  args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("asynqpy: Redis at redis://:***@127.0.0.1:6379/0 refused a command: WRONGTYPE")
+    assert "Traceback" not in err and "pw@" not in err
