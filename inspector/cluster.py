@@ -61,18 +61,22 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
     def fill(b: Batch) -> None:
         for k in skeys:
             b.command("GET", k)
+        for k in skeys:  # our own health note beside it (asynqpy servers; none for Go's)
+            b.command("HGET", keys.server_health_of(text(k)), "status")
         for k in wkeys:
             b.command("HVALS", k)
 
     out = ctx.read(fill)
+    n = len(skeys)
+    health = {text(k): text(h) for k, h in zip(skeys, out[n:2 * n], strict=True) if h}
     by_server: dict[str, list[ActiveWorker]] = {}
-    for vals in out[len(skeys):]:
+    for vals in out[2 * n:]:
         for data in vals:
             w = _parse(PbWorker, data)
             if w is not None:
                 by_server.setdefault(w.server_id, []).append(_worker(w))
     result = []
-    for data in out[:len(skeys)]:
+    for key, data in zip(skeys, out[:n], strict=True):
         s = _parse(PbServer, data)
         if s is None:
             continue
@@ -81,17 +85,14 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
             id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
             queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
             started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers),
-            degraded=_degraded(s)))
+            degraded=_degraded(health.get(text(key), ""))))
     return sorted(result, key=lambda s: (s.host, s.pid, s.id))
 
 
-def _degraded(s: Any) -> str:
-    """The Redis trouble a server's heartbeat reports: its optional `degraded` field (asynqpy servers that have
-    one), or a status that says so; "" otherwise (Go asynq's servers, older asynqpy ones)."""
-    said = getattr(s, "degraded", "")
-    if isinstance(said, str) and said:
-        return said
-    return s.status if s.status.startswith("degraded") else ""
+def _degraded(status: str) -> str:
+    """What a server's health note says of Redis trouble ("degraded: Redis answers BUSY since 12 s"), "" when
+    it says "ok" or there is none (Go asynq's servers, older asynqpy ones)."""
+    return status if status.startswith("degraded") else ""
 
 
 def _scheduler_id(key: str) -> str:

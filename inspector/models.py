@@ -173,8 +173,8 @@ class ActiveWorker:
 class ServerInfo:
     """A live worker server (its heartbeat has not expired) and the tasks it runs.
 
-    degraded: what its heartbeat says of Redis trouble it meets (e.g. "degraded: Redis answers BUSY since
-    12 s"), "" when none (or from a server that does not say, such as Go asynq's).
+    degraded: what its health note (written with its heartbeat) says of Redis trouble it meets, e.g.
+    "degraded: Redis answers BUSY since 12 s"; "" when none (or from a server that keeps none, such as Go's).
     """
 
     id: str

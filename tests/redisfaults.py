@@ -1,9 +1,9 @@
-"""Real Redis error replies for tests, on a private server of their own (so a fault never reaches the session's):
-OOM (maxmemory 1 under noeviction), BUSY (a long script with busy-reply-threshold lowered, ended by SCRIPT KILL)
-and READONLY (REPLICAOF an address where nothing listens: the server keeps its data, answers reads, refuses
-writes). Each context manager restores the server's config when it ends.
+"""Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY.
 
-    from tests.redisfaults import fault_url, fault_redis, oom, busy, readonly  # fixtures and faults
+Each is a context manager that puts the server at url into the fault for the length of the with-block and
+restores its configuration after, whatever happens in the block. The fixtures fault_server, fault_url and
+fault_redis give a test a private server of its module's own, so that no fault reaches the session's server
+(import them into the test module).
 """
 
 from __future__ import annotations
@@ -18,9 +18,100 @@ import redis
 
 from asynqpy.embedded import EmbeddedServer, free_port
 
-# A read-only script that spins until killed (SCRIPT KILL ends it at once; it wrote nothing).
-SPIN = ("local t = redis.call('TIME') while true do local n = redis.call('TIME') "
-        "if (n[1] - t[1]) > tonumber(ARGV[1]) then return 1 end end")
+# Spins inside Redis until killed (or ARGV[1] seconds pass, a safety net): past busy-reply-threshold, every
+# other client is answered BUSY.
+_SPIN = ("local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+         "if n[1] - t[1] > tonumber(ARGV[1]) then return 1 end end")
+
+
+@contextlib.contextmanager
+def busy(url: str, *, limit: float = 30.0) -> Iterator[None]:
+    """Redis answers BUSY to everyone for the block: another client's script runs past busy-reply-threshold
+    (lowered to 100 ms); the script is killed (SCRIPT KILL) when the block ends."""
+    r = redis.Redis.from_url(url)
+    old = r.config_get("busy-reply-threshold")["busy-reply-threshold"]
+    r.config_set("busy-reply-threshold", "100")
+    spinner = redis.Redis.from_url(url)
+
+    def spin() -> None:
+        with contextlib.suppress(redis.RedisError):
+            spinner.eval(_SPIN, 0, int(limit))
+
+    th = threading.Thread(target=spin, name="redis-busy", daemon=True)
+    th.start()
+    try:
+        deadline = time.monotonic() + 5
+        while True:  # until another client is answered BUSY
+            try:
+                r.get("asynqpy:tests:probe")
+            except redis.ResponseError as exc:
+                if str(exc).startswith("BUSY"):
+                    break
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError("Redis never answered BUSY")
+            time.sleep(0.02)
+        yield
+    finally:
+        while th.is_alive():
+            with contextlib.suppress(redis.RedisError):
+                r.script_kill()
+            th.join(0.1)
+        r.config_set("busy-reply-threshold", old)
+        spinner.close()
+        r.close()
+
+
+@contextlib.contextmanager
+def out_of_memory(url: str) -> Iterator[None]:
+    """Redis refuses every write with OOM for the block (maxmemory 1 byte, noeviction)."""
+    r = redis.Redis.from_url(url)
+    cfg = r.config_get("maxmemory")
+    cfg.update(r.config_get("maxmemory-policy"))
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", "1")
+    try:
+        yield
+    finally:
+        r.config_set("maxmemory", cfg["maxmemory"])
+        r.config_set("maxmemory-policy", cfg["maxmemory-policy"])
+        r.close()
+
+
+@contextlib.contextmanager
+def read_only(url: str, primary_url: str) -> Iterator[None]:
+    """The server at url is a replica of primary_url for the block (REPLICAOF), so it answers writes READONLY;
+    then REPLICAOF NO ONE. Its data is replaced by the primary's: use it only on a server of the test's own."""
+    r = redis.Redis.from_url(url)
+    p = redis.Redis.from_url(primary_url).connection_pool.connection_kwargs
+    r.replicaof(p.get("host", "127.0.0.1"), p.get("port", 6379))
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                r.set("asynqpy:tests:probe", "1")
+            except redis.ReadOnlyError:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError("the replica never answered READONLY")
+            time.sleep(0.02)
+        yield
+    finally:
+        r.replicaof("NO", "ONE")
+        r.close()
+
+
+@contextlib.contextmanager
+def read_only_keeping_data(url: str) -> Iterator[None]:
+    """The server at url is a replica of an address where nothing listens for the block: it keeps its data and
+    answers reads, and answers READONLY to every write; then REPLICAOF NO ONE."""
+    r = redis.Redis.from_url(url)
+    r.replicaof("127.0.0.1", free_port())
+    try:
+        yield
+    finally:
+        r.replicaof("NO", "ONE")
+        r.close()
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +126,7 @@ def fault_server() -> Iterator[EmbeddedServer]:
 
 @pytest.fixture
 def fault_url(fault_server: EmbeddedServer) -> Iterator[str]:
-    """The private server's URL, its database flushed before and after the test."""
+    """The private server's URL, flushed before and after the test."""
     r = redis.Redis.from_url(fault_server.url)
     r.flushall()
     yield fault_server.url
@@ -49,67 +140,3 @@ def fault_redis(fault_url: str) -> Iterator[redis.Redis]:
     r = redis.Redis.from_url(fault_url)
     yield r
     r.close()
-
-
-@contextlib.contextmanager
-def oom(r: redis.Redis) -> Iterator[None]:
-    """Redis answers OOM to every write (maxmemory 1, noeviction) for the block; reads still work."""
-    old = r.config_get("maxmemory")["maxmemory"]
-    policy = r.config_get("maxmemory-policy")["maxmemory-policy"]
-    r.config_set("maxmemory-policy", "noeviction")
-    r.config_set("maxmemory", "1")
-    try:
-        yield
-    finally:
-        r.config_set("maxmemory", old)
-        r.config_set("maxmemory-policy", policy)
-
-
-@contextlib.contextmanager
-def busy(url: str, *, longest: float = 20.0) -> Iterator[None]:
-    """Redis answers BUSY to every command but a few (another client's script runs past busy-reply-threshold)
-    for the block, at most `longest` seconds; SCRIPT KILL ends it after the block."""
-    admin = redis.Redis.from_url(url)
-    old = admin.config_get("busy-reply-threshold")["busy-reply-threshold"]
-    admin.config_set("busy-reply-threshold", "100")
-    spinner = redis.Redis.from_url(url, socket_timeout=longest + 10)
-    done = threading.Event()
-
-    def spin() -> None:
-        with contextlib.suppress(redis.RedisError):  # "Script killed by user": what ends it
-            spinner.eval(SPIN, 0, int(longest))
-        done.set()
-
-    threading.Thread(target=spin, daemon=True).start()
-    try:
-        deadline = time.monotonic() + 5
-        while True:  # BUSY once the script is past the threshold
-            try:
-                admin.ping()
-            except redis.ResponseError as exc:
-                if str(exc).startswith("BUSY"):
-                    break
-                raise
-            if time.monotonic() > deadline:
-                raise AssertionError("the server never answered BUSY")
-            time.sleep(0.02)
-        yield
-    finally:
-        while not done.is_set():
-            with contextlib.suppress(redis.RedisError):
-                admin.script_kill()
-            done.wait(0.05)
-        admin.config_set("busy-reply-threshold", old)
-        admin.close()
-        spinner.close()
-
-
-@contextlib.contextmanager
-def readonly(r: redis.Redis) -> Iterator[None]:
-    """Redis is a replica (of an address where nothing listens) for the block: it keeps its data and answers
-    reads, and answers READONLY to every write."""
-    r.execute_command("REPLICAOF", "127.0.0.1", str(free_port()))
-    try:
-        yield
-    finally:
-        r.execute_command("REPLICAOF", "NO", "ONE")

@@ -143,6 +143,18 @@ def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
 
 
+def server_health(host: str, pid: int, server_id: str) -> str:
+    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since), beside asynq's
+    server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
+    return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
+
+
+def server_health_of(server_info_key: str) -> str:
+    """The health note's key of the server whose asynq:servers:{host:pid:id} key this is (what the
+    asynq:servers index lists), so a reader needs no decoded server info to find it."""
+    return "asynqpy:health:" + server_info_key.removeprefix("asynq:servers:")
+
+
 def scheduler_entries(scheduler_id: str) -> str:
     return f"asynq:schedulers:{{{scheduler_id}}}"
 

@@ -20,7 +20,7 @@ from asynqpy.errors import (
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call, Script
 from asynqpy.rdb.syncdoor import SyncDoor
-from tests.redisfaults import busy, fault_redis, fault_server, fault_url, oom, readonly
+from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
 
 __all__ = ["fault_redis", "fault_server", "fault_url"]  # fixtures
 
@@ -77,7 +77,7 @@ def test_real_oom_busy_and_readonly_come_out_typed(fault_redis: redis.Redis, fau
     door = SyncDoor(redis.Redis.from_url(fault_url))
     text = "return redis.call('SET', KEYS[1], 'x')"
     write = Script("w", text, hashlib.sha1(text.encode()).hexdigest())
-    with oom(fault_redis):
+    with out_of_memory(fault_url):
         assert door.command("GET", "k") is None  # reads still work
         with pytest.raises(RedisOutOfMemoryError):
             door.command("SET", "k", "v")
@@ -85,7 +85,7 @@ def test_real_oom_busy_and_readonly_come_out_typed(fault_redis: redis.Redis, fau
             door.run(Call(write, ["k"], [], int))
         with pytest.raises(RedisOutOfMemoryError):
             door.read(lambda b: (b.command("GET", "k"), b.command("SET", "k", "v")))
-    with readonly(fault_redis):
+    with read_only_keeping_data(fault_url):
         assert door.read(lambda b: b.command("GET", "k")) == [None]
         with pytest.raises(RedisReadOnlyError) as ro:
             door.run(Call(write, ["k"], [], int))

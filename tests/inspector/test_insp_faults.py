@@ -18,7 +18,7 @@ from asynqpy.cli import main
 from asynqpy.errors import RedisBusyError, RedisOutOfMemoryError, RedisReadOnlyError, RedisUnavailableError
 from inspector import Inspector
 from inspector.webstate import LoginThrottle, SessionStore
-from tests.redisfaults import busy, fault_redis, fault_server, fault_url, oom, readonly
+from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
 
 __all__ = ["fault_redis", "fault_server", "fault_url"]  # fixtures
 
@@ -70,7 +70,7 @@ def test_writes_refused_reads_go_on_and_writes_raise_ours(fault_url: str, fault_
     with Inspector(fault_url) as i:
         i.archive_task("mail", "t1")
     expected = RedisOutOfMemoryError if fault == "OOM" else RedisReadOnlyError
-    with Inspector(fault_url) as insp, (oom if fault == "OOM" else readonly)(fault_redis):
+    with Inspector(fault_url) as insp, (out_of_memory if fault == "OOM" else read_only_keeping_data)(fault_url):
         for read in READS.values():
             read(insp)  # no error
         assert insp.queue_snapshot(0).unshared == fault and insp.queue_info("mail").pending == 1
@@ -114,7 +114,7 @@ def test_a_session_lives_on_while_redis_refuses_writes(fault_url: str, fault_red
     store = SessionStore(redis.Redis.from_url(fault_url), clock=lambda: now[0])
     s = store.create("ada")
     now[0] += 60  # past the touch interval: get() would extend the session
-    with oom(fault_redis):
+    with out_of_memory(fault_url):
         got = store.get(s.id)
         assert got is not None and got.user == "ada" and got.seen == s.seen  # read, not extended
     got = store.get(s.id)
@@ -196,7 +196,7 @@ def test_cli_says_one_line_and_exits_1(capsys: pytest.CaptureFixture[str], fault
         for argv in (("stats",), ("task", "ls", "mail"), ("queue", "pause", "mail"), ("errors",)):
             code, out, err = _cli(capsys, fault_url, *argv)
             assert code == 1 and out == "" and "answers BUSY" in _one_line(err), argv
-    with oom(fault_redis):
+    with out_of_memory(fault_url):
         assert _cli(capsys, fault_url, "stats")[0] == 0  # reads still answered
         code, _, err = _cli(capsys, fault_url, "queue", "pause", "mail")
         assert code == 1 and "answers OOM" in _one_line(err)

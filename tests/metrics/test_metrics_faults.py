@@ -20,7 +20,7 @@ from asynqpy import Client, Task
 from asynqpy.embedded import free_port
 from tests.helpers import wait_for
 from tests.metrics.scrape import Samples, get, scrape, value
-from tests.redisfaults import busy, fault_redis, fault_server, fault_url, oom, readonly
+from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
 from tests.webui.authkit import make_app, users_path
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
@@ -84,8 +84,9 @@ def test_writes_refused_scrapes_answer_with_fresh_series(metrics_url: str, fault
     healthy = scrape(metrics_url)
     assert value(healthy, "asynqpy_redis_up") == 1 and _pending(healthy) == 1
     assert value(healthy, "asynqpy_snapshot_stale") == 0
-    faulty: Callable[[redis.Redis], contextlib.AbstractContextManager[None]] = oom if fault == "OOM" else readonly
-    with faulty(fault_redis):
+    faulty: Callable[[str], contextlib.AbstractContextManager[None]] = (
+        out_of_memory if fault == "OOM" else read_only_keeping_data)
+    with faulty(fault_url):
         for _ in range(2):  # the second scrape too: nothing got stuck (a lock left behind, a dead thread)
             s = scrape(metrics_url)
             assert _pending(s) == 1 and value(s, "asynqpy_snapshot_stale") == 0

@@ -23,7 +23,7 @@ from werkzeug.serving import make_server
 from asynqpy import Client, Task
 from asynqpy.rdb import keys
 from asynqpy.wire import ServerInfo
-from tests.redisfaults import busy, fault_redis, fault_server, fault_url, oom, readonly
+from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
 from tests.webui.authkit import PASSWORDS, make_app, users_path
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
@@ -115,7 +115,7 @@ def test_busy_is_the_banner_on_every_page_and_a_message_for_htmx(web: Browser, f
 @pytest.mark.parametrize("fault", ["OOM", "READONLY"])
 def test_writes_refused_pages_still_show_and_actions_say_why(web: Browser, fault_redis: redis.Redis,
                                                              fault: str) -> None:
-    with (oom if fault == "OOM" else readonly)(fault_redis):
+    with (out_of_memory if fault == "OOM" else read_only_keeping_data)(fault_url):
         for path in PAGES:
             a = web.get(path)
             assert a.status == 200, (path, a.status, a.body[:300])
@@ -142,14 +142,18 @@ def test_a_command_redis_refuses_is_a_502_with_its_message(web: Browser, fault_r
 
 
 def test_servers_page_shows_a_servers_degraded_state(web: Browser, fault_redis: redis.Redis) -> None:
-    def beat(server_id: str, status: str) -> None:
-        info = ServerInfo(host="h", pid=1, server_id=server_id, concurrency=2, queues={"mail": 1}, status=status)
+    def beat(server_id: str, health: str | None) -> None:
+        info = ServerInfo(host="h", pid=1, server_id=server_id, concurrency=2, queues={"mail": 1}, status="active")
         fault_redis.zadd(keys.SERVERS, {keys.server_info("h", 1, server_id): time.time() + 30})
         fault_redis.set(keys.server_info("h", 1, server_id), info.SerializeToString())
+        if health is not None:  # the note an asynqpy server writes with its heartbeat (Go's write none)
+            fault_redis.hset(keys.server_health("h", 1, server_id), mapping={"status": health, "kind": "BUSY"})
 
-    beat("ok-one", "active")
+    beat("ok-one", "ok")
+    beat("go-one", None)
     beat("sick-one", "degraded: Redis answers BUSY since 12 s")
     rows = web.get("/servers").body.split("<tr")
     sick = next(r for r in rows if "sick-one" in r)
     assert '<span class="badge warn">degraded: Redis answers BUSY since 12 s</span>' in sick
-    assert not any("ok-one" in r and "badge warn" in r for r in rows)
+    assert not any(("ok-one" in r or "go-one" in r) and "badge warn" in r for r in rows)
+    assert all(any(name in r for r in rows) for name in ("ok-one", "go-one"))
