@@ -73,7 +73,7 @@ def test_unreachable_is_redis_unavailable() -> None:
         assert err.value.kind == "connection" and "pw" not in str(err.value)
 
 
-def test_real_oom_busy_and_readonly_come_out_typed(fault_redis: redis.Redis, fault_url: str) -> None:
+def test_real_oom_busy_and_readonly_come_out_typed(fault_url: str) -> None:
     door = SyncDoor(redis.Redis.from_url(fault_url))
     text = "return redis.call('SET', KEYS[1], 'x')"
     write = Script("w", text, hashlib.sha1(text.encode()).hexdigest())

@@ -64,8 +64,7 @@ def _archived(url: str, n: int) -> None:
 
 
 @pytest.mark.parametrize("fault", ["OOM", "READONLY"])
-def test_writes_refused_reads_go_on_and_writes_raise_ours(fault_url: str, fault_redis: redis.Redis,
-                                                          fault: str) -> None:
+def test_writes_refused_reads_go_on_and_writes_raise_ours(fault_url: str, fault: str) -> None:
     _mail(fault_url, 2)
     with Inspector(fault_url) as i:
         i.archive_task("mail", "t1")
@@ -109,7 +108,7 @@ def test_busy_every_call_raises_ours(fault_url: str) -> None:
             LoginThrottle(insp.redis).check("ada", "127.0.0.1")
 
 
-def test_a_session_lives_on_while_redis_refuses_writes(fault_url: str, fault_redis: redis.Redis) -> None:
+def test_a_session_lives_on_while_redis_refuses_writes(fault_url: str) -> None:
     now = [time.time()]
     store = SessionStore(redis.Redis.from_url(fault_url), clock=lambda: now[0])
     s = store.create("ada")
@@ -189,8 +188,7 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def test_cli_says_one_line_and_exits_1(capsys: pytest.CaptureFixture[str], fault_url: str,
-                                       fault_redis: redis.Redis) -> None:
+def test_cli_says_one_line_and_exits_1(capsys: pytest.CaptureFixture[str], fault_url: str) -> None:
     _mail(fault_url)
     with busy(fault_url):
         for argv in (("stats",), ("task", "ls", "mail"), ("queue", "pause", "mail"), ("errors",)):

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from werkzeug.serving import make_server
 
 from asynqpy import Client, Task
@@ -77,8 +76,7 @@ def _pending(s: Samples) -> float | None:
 
 
 @pytest.mark.parametrize("fault", ["OOM", "READONLY"])
-def test_writes_refused_scrapes_answer_with_fresh_series(metrics_url: str, fault_url: str,
-                                                         fault_redis: redis.Redis, fault: str) -> None:
+def test_writes_refused_scrapes_answer_with_fresh_series(metrics_url: str, fault_url: str, fault: str) -> None:
     with Client(fault_url) as c:
         c.enqueue(Task("t", b""), queue="mail")
     healthy = scrape(metrics_url)

@@ -113,7 +113,7 @@ def test_busy_is_the_banner_on_every_page_and_a_message_for_htmx(web: Browser, f
 
 
 @pytest.mark.parametrize("fault", ["OOM", "READONLY"])
-def test_writes_refused_pages_still_show_and_actions_say_why(web: Browser, fault_redis: redis.Redis,
+def test_writes_refused_pages_still_show_and_actions_say_why(web: Browser, fault_url: str,
                                                              fault: str) -> None:
     with (out_of_memory if fault == "OOM" else read_only_keeping_data)(fault_url):
         for path in PAGES:
