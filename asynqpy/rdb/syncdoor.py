@@ -71,9 +71,10 @@ class SyncDoor:
         return conn if isinstance(conn, SyncDoor) else cls(conn)
 
     def read(self, fill: Callable[[Batch], object]) -> list[Any]:
-        """Run the commands fill(batch) queues, in one round trip (a pipeline, not a transaction), and return
-        their replies in order. On NOSCRIPT (a fresh or flushed server) the batch's scripts are loaded and it is
-        sent once more, so no list of scripts to preload can be forgotten.
+        """Run the read-only commands fill(batch) queues, in one round trip (a pipeline, not a transaction), and
+        return their replies in order. On NOSCRIPT (a fresh or flushed server) the batch's scripts are loaded
+        and it is sent once more, so no list of scripts to preload can be forgotten (and so: reads only; a
+        change is one script, through run()).
 
         Raises (translated) the first error reply among them.
         """
