@@ -55,7 +55,7 @@ class SyncDoor:
     transient trouble and RedisCommandError for any other error reply, naming the server with its password
     masked; the typed errors a Call's parser raises (ours) pass unchanged.
 
-    url: the server's URL for those errors (masked here); default: the one the client was made from.
+    url: the server's URL for those errors (they mask its passwords); default: the one the client was made from.
     Thread-safe as the client is (its pool); one door per client is enough.
     """
 
