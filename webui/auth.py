@@ -37,7 +37,8 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
-from webui import audit, csrf, security
+from inspector.throttle import Attempt
+from webui import audit, csrf, devices, security
 from webui.users import ROLES, User, role_allows
 
 log = logging.getLogger("asynqpy.web")
@@ -46,6 +47,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 PUBLIC_ENDPOINTS = {"auth.login", "static", "healthz", "metrics.metrics"}
 PUBLIC_PATHS = ("/login", "/healthz", "/metrics")
 LOGIN_FAILED = "Invalid username or password."
+POLL_HEADER = "X-Asynqpy-Poll"
 
 
 def public(view: F) -> F:
@@ -97,6 +99,12 @@ def _sso_user() -> User | None:
     return User(name[:200], max(roles, key=ROLES.index), sso=True)
 
 
+def is_background() -> bool:
+    """Whether the page's own refresh sent this request (static/app.js marks polling with POLL_HEADER): it does
+    not count as activity, so an open tab does not keep an idle session alive."""
+    return request.headers.get(POLL_HEADER) == "1"
+
+
 def load_user() -> Response | None:
     """Before every request: put the signed-in user (or None) in g.user; send anonymous users to the login."""
     g.user = None
@@ -106,7 +114,7 @@ def load_user() -> Response | None:
     sid = session.get("sid")
     if g.user is None and isinstance(sid, str):
         st = security.state()
-        live = st.sessions.get(sid)
+        live = st.sessions.get(sid, touch=not is_background())
         stored = st.users.get(live.user) if live else None
         if live is not None and (stored is None or live.stamp != st.users.stamp(live.user)):
             st.sessions.end(sid)  # removed, or password changed since: this session is over
@@ -183,21 +191,18 @@ def login() -> Any:
     st = security.state()
     name = request.form.get("username", "")[:200]
     password = request.form.get("password", "")
-    addr = security.client_address()
-    throttled = st.throttle.check(name, addr)
-    if throttled.blocked:
+    device = devices.device_for(name)
+    attempt = st.throttle.attempt(name, security.client_address(), device)  # counted before the password check
+    if not attempt.allowed:
         audit.record("login.failed", outcome="denied", user=name, role="",
-                     detail=f"throttled: too many failed logins, {throttled.retry_after}s left")
-        minutes = max(1, (throttled.retry_after + 59) // 60)
-        msg = f"Too many failed logins. Try again in {minutes} minute{'s' if minutes > 1 else ''}."
-        resp = render_template("login.html", next=nxt, error=msg, username=name)
-        return resp, 429, {"Retry-After": str(throttled.retry_after)}
+                     detail=f"throttled ({attempt.scope}): too many failed logins, {attempt.retry_after}s left")
+        resp = render_template("login.html", next=nxt, error=throttled_message(attempt), username=name)
+        return resp, 429, {"Retry-After": str(attempt.retry_after)}
     user = st.users.authenticate(name, password)
     if user is None:
-        st.throttle.failed(name, addr)
         audit.record("login.failed", outcome="error", user=name, role="", detail="wrong username or password")
         return render_template("login.html", next=nxt, error=LOGIN_FAILED, username=name), 401
-    st.throttle.succeeded(name)
+    st.throttle.refund(attempt)
     old = session.get("sid")
     if isinstance(old, str):
         st.sessions.end(old)
@@ -206,7 +211,21 @@ def login() -> Any:
     csrf.rotate()
     g.user = user
     audit.record("login", outcome="ok")
-    return redirect(nxt, 303)
+    resp = cast(Response, redirect(nxt, 303))
+    devices.remember(resp, name, device)
+    return resp
+
+
+def throttled_message(attempt: Attempt) -> str:
+    """What the login page says to a refused attempt (the same for a known and an unknown account)."""
+    wait = attempt.retry_after
+    when = f"{wait} second{'s' if wait != 1 else ''}" if wait < 120 else f"{(wait + 59) // 60} minutes"
+    if attempt.scope == "account":
+        return (f"This account had many failed logins; try again in {when}. A browser that has logged in to this "
+                "account before is not slowed.")
+    if attempt.scope == "address":
+        return f"Too many failed logins from your address. Try again in {when}."
+    return f"Too many failed logins for this account. Try again in {when}."
 
 
 @bp.route("/logout", methods=["POST"])
