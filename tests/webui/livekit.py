@@ -88,3 +88,27 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def go_enqueue(redis_url: str, queue: str, type_: str, payload: bytes = b"{}") -> str:
+    """Write a pending task as Go asynq's enqueue does (its script's keys), for names our Client refuses
+    (braces, absurdly long types). Returns the task id."""
+    import time
+    import uuid
+
+    import redis
+
+    from asynqpy.rdb import keys
+    from asynqpy.wire.asynq_pb2 import TaskMessage
+
+    tid = str(uuid.uuid4())
+    msg = TaskMessage(type=type_, payload=payload, id=tid, queue=queue, retry=25, timeout=1800)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        r.hset(keys.task(queue, tid), mapping={"msg": msg.SerializeToString(), "state": "pending",
+                                               "pending_since": str(time.time_ns())})
+        r.lpush(keys.pending(queue), tid)
+        r.sadd(keys.QUEUES, queue)
+    finally:
+        r.close()
+    return tid
