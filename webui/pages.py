@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, current_app, request
 
 from asynqpy.errors import RedisUnavailableError
+from inspector import bounds
 from inspector.models import QueueInfo
 from inspector.samples import TOTAL
 from webui import charts, inspector, snapshot
@@ -15,6 +16,9 @@ from webui.auth import require_role
 from webui.render import page
 
 bp = Blueprint("pages", __name__)
+bp.add_app_template_filter(bounds.clip, "clip")  # producer text: |clip in a list, |clip(FULL) on its page
+bp.add_app_template_filter(bounds.clipped, "clipped")
+bp.add_app_template_global(bounds.FULL, "FULL")
 CHART_DAYS = (7, 30, 90)
 HISTORY_QUEUES = 200  # the daily chart sums at most this many queues (one read each)
 ENTRIES_PAGE = 50

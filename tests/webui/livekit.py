@@ -90,7 +90,8 @@ class Clock:
         return self.t
 
 
-def go_enqueue(redis_url: str, queue: str, type_: str, payload: bytes = b"{}") -> str:
+def go_enqueue(redis_url: str, queue: str, type_: str, payload: bytes = b"{}",
+               headers: dict[str, str] | None = None) -> str:
     """Write a pending task as Go asynq's enqueue does (its script's keys), for names our Client refuses
     (braces, absurdly long types). Returns the task id."""
     import time
@@ -102,7 +103,7 @@ def go_enqueue(redis_url: str, queue: str, type_: str, payload: bytes = b"{}") -
     from asynqpy.wire.asynq_pb2 import TaskMessage
 
     tid = str(uuid.uuid4())
-    msg = TaskMessage(type=type_, payload=payload, id=tid, queue=queue, retry=25, timeout=1800)
+    msg = TaskMessage(type=type_, payload=payload, id=tid, queue=queue, retry=25, timeout=1800, headers=headers or {})
     r = redis.Redis.from_url(redis_url)
     try:
         r.hset(keys.task(queue, tid), mapping={"msg": msg.SerializeToString(), "state": "pending",
