@@ -12,6 +12,10 @@ sessions, security headers and the /audit page (settings: see webui.security). T
 - templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
   ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
 - ``webui.audit.record(...)`` writes an audit record for a change (see that module).
+
+Logins are throttled by inspector.throttle (each attempt counted before its password is checked) with
+webui.devices' cookie exempting browsers that logged in before; requests marked with POLL_HEADER (the pages' own
+live refresh) do not count as activity for the idle timeout.
 """
 
 from __future__ import annotations

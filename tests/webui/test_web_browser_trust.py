@@ -101,6 +101,12 @@ def test_the_redis_banner_appears_when_redis_goes_away_and_clears_when_it_is_bac
             server.start()
             expect(banner).to_be_hidden(timeout=15_000)
             expect(page.locator("#queue-body")).to_contain_text("email:send")  # the table is still there
+            server.stop()
+            page.reload()  # a whole page while Redis is away: the error page, which reloads itself
+            expect(page.locator("main h1")).to_have_text("Redis is unavailable")
+            server.start()
+            expect(page.locator("#queue-body")).to_contain_text("email:send", timeout=15_000)
+            expect(banner).to_be_hidden()
             ctx.close()
     finally:
         app.extensions["asynqpy.inspector"].close()
