@@ -57,7 +57,7 @@ def daily_chart() -> Any:
             s[0] += d.processed
             s[1] += d.failed
     bars = [charts.Day(k, v[0], v[1]) for k, v in sorted(sums.items())]
-    label = f"Tasks processed per day, last {days} days" + (f", queue {queue}" if queue else "")
+    label = f"Tasks processed per day, last {days} days" + (f", queue {bounds.clip(queue)}" if queue else "")
     return page("partials/_daily_chart.html", chart=charts.daily_bars(bars, label), days=days, queue=queue,
                 choices=CHART_DAYS, total_processed=sum(b.processed for b in bars),
                 total_failed=sum(b.failed for b in bars))
@@ -70,7 +70,7 @@ def sizes_chart() -> Any:
     insp = inspector()
     queue = request.args.get("queue") or None
     samples = insp.size_samples(since=insp.now() - 3600, totals=queue is None)
-    label = "Queue sizes, last hour" + (f", queue {queue}" if queue else "")
+    label = "Queue sizes, last hour" + (f", queue {bounds.clip(queue)}" if queue else "")
     return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue or TOTAL), queue=queue)
 
 
