@@ -16,11 +16,10 @@ from asynqpy.embedded import EmbeddedServer
 from inspector import Inspector
 from inspector.bounds import CELL
 from tests.webui.authkit import PASSWORDS, make_app
+from tests.webui.browserkit import CHROMIUM
 from tests.webui.livekit import go_enqueue, serve
-from tests.webui.test_web_browser import CHROMIUM, browser
 from webui.proxy import wrap
 
-__all__ = ["browser"]  # the session's Chromium, shared with test_web_browser
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
                                 "(.ci/run installs it: apt-get install chromium)")
 
