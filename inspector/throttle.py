@@ -41,6 +41,17 @@ class Attempt:
     keys: tuple[str, ...] = ()
     counters: int = 0
 
+    def message(self) -> str:
+        """What the login page says to a refused attempt (the same for a known and an unknown account)."""
+        wait = self.retry_after
+        when = f"{wait} second{'s' if wait != 1 else ''}" if wait < 120 else f"{(wait + 59) // 60} minutes"
+        if self.scope == "account":
+            return (f"This account had many failed logins; try again in {when}. A browser that has logged in to "
+                    "this account before is not slowed.")
+        if self.scope == "address":
+            return f"Too many failed logins from your address. Try again in {when}."
+        return f"Too many failed logins for this account. Try again in {when}."
+
 
 class LoginThrottle:
     """per_pair: failures of one account from one address (or one trusted browser) per window; per_addr:

@@ -41,7 +41,6 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
-from inspector.throttle import Attempt
 from webui import access, audit, csrf, devices, security
 from webui.users import ROLES, User
 
@@ -195,7 +194,7 @@ def login() -> Any:
     if not attempt.allowed:
         audit.record("login.failed", outcome="denied", user=name, role="",
                      detail=f"throttled ({attempt.scope}): too many failed logins, {attempt.retry_after}s left")
-        resp = render_template("login.html", next=nxt, error=throttled_message(attempt), username=name)
+        resp = render_template("login.html", next=nxt, error=attempt.message(), username=name)
         return resp, 429, {"Retry-After": str(attempt.retry_after)}
     user = st.users.authenticate(name, password)
     if user is None:
@@ -213,18 +212,6 @@ def login() -> Any:
     resp = cast(Response, redirect(nxt, 303))
     devices.remember(resp, name, device)
     return resp
-
-
-def throttled_message(attempt: Attempt) -> str:
-    """What the login page says to a refused attempt (the same for a known and an unknown account)."""
-    wait = attempt.retry_after
-    when = f"{wait} second{'s' if wait != 1 else ''}" if wait < 120 else f"{(wait + 59) // 60} minutes"
-    if attempt.scope == "account":
-        return (f"This account had many failed logins; try again in {when}. A browser that has logged in to this "
-                "account before is not slowed.")
-    if attempt.scope == "address":
-        return f"Too many failed logins from your address. Try again in {when}."
-    return f"Too many failed logins for this account. Try again in {when}."
 
 
 @bp.route("/logout", methods=["POST"])

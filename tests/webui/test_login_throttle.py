@@ -110,3 +110,25 @@ def _copy(cookie: Any, **changes: Any) -> Any:
     for k, v in changes.items():
         setattr(c, k, v)
     return c
+
+
+@pytest.mark.cluster_too
+def test_the_throttle_scripts_run_on_a_cluster_too(redis_url: str) -> None:
+    """Every throttle key carries the {web} hash tag, so each script's keys share a slot on a cluster."""
+    from inspector import Inspector
+    from inspector.throttle import LoginThrottle
+
+    clock = Clock()
+    with Inspector(redis_url) as insp:
+        t = LoginThrottle(insp.redis, per_pair=3, slow_after=1, clock=clock)
+        first = t.attempt("ada", "192.0.2.1")
+        assert first.allowed
+        t.refund(first)
+        attempts = [t.attempt("ada", "192.0.2.1") for _ in range(3)]
+        assert [a.allowed for a in attempts] == [True, True, False]  # one free failure, then slowed
+        assert attempts[2].scope == "account" and attempts[2].retry_after == 1
+        clock.t += 1
+        assert t.attempt("ada", "192.0.2.1").allowed  # waited its second
+        refused = t.attempt("ada", "192.0.2.1")
+        assert not refused.allowed and refused.scope == "pair" and refused.retry_after > 800
+        assert t.attempt("ada", "192.0.2.2", device="d1").allowed  # a trusted browser counts on its own
