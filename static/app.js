@@ -39,9 +39,15 @@
   function banner() { return document.getElementById("redis-banner"); }
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
-    if (evt.detail.xhr && evt.detail.xhr.status >= 400) {
+    var xhr = evt.detail.xhr;
+    if (!xhr || xhr.status < 400) { return; }
+    if (xhr.getResponseHeader("HX-Retarget")) {  // the dashboard's own error: its message goes to #messages
       evt.detail.selectOverride = "p.message";  // not the hx-select of the element that asked (e.g. #queue-body)
+      return;
     }
+    evt.detail.shouldSwap = false;  // someone else's error page (a proxy's 502): keep the page as it is
+    showMessage("The dashboard answered " + xhr.status + (xhr.statusText ? " " + xhr.statusText : "") +
+      "; the page is kept as it was.");
   });
 
   document.addEventListener("htmx:afterRequest", function (evt) {

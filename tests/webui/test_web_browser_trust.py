@@ -1,5 +1,6 @@
 """In headless Chromium against the app on real HTTP: a 1 MB task type renders at once, cut in its cell; a failed
-action (404, 409) shows its message; the Redis banner appears when Redis goes away and clears when it is back;
+action (404, 409) shows its message, and a proxy's error page keeps the page and says so; the Redis banner appears
+when Redis goes away and clears when it is back;
 under a URL prefix every request of a page (live refresh included, marked as background) carries the prefix, the
 cookies are scoped to it, and no Content-Security-Policy violation happens."""
 
@@ -134,5 +135,30 @@ def test_under_a_prefix_every_request_carries_it_and_polls_are_marked_background
         assert all("/charts/" in u for u in clicks)  # only the charts' first load is not a poll
         assert {c["name"]: c["path"] for c in ctx.cookies()}["asynqpy_session"] == "/asynq"
         assert violations == []
+        ctx.close()
+    app.extensions["asynqpy.inspector"].close()
+
+
+def test_a_proxy_error_page_keeps_the_page_and_says_so(browser: Any, redis_url: str, users_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    go_enqueue(redis_url, "mail", "email:send")
+    app = make_app(redis_url, users_path, ASYNQPY_POLL_SECONDS=1)
+    broken = {"on": False}
+
+    def proxy(environ: dict[str, Any], start_response: Any) -> Any:  # a reverse proxy whose upstream fails
+        if broken["on"] and environ.get("HTTP_HX_REQUEST"):
+            start_response("502 Bad Gateway", [("Content-Type", "text/html")])
+            return [b"<html><body><h1>502 Bad Gateway</h1></body></html>"]
+        return app(environ, start_response)
+
+    with serve(proxy) as base:
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        _login(page, base, "vera")
+        page.goto(base + "/queues/mail/pending")
+        broken["on"] = True
+        expect(page.locator("#messages")).to_contain_text("answered 502", timeout=10_000)
+        expect(page.locator("#queue-body")).to_contain_text("email:send")  # the table was not replaced
         ctx.close()
     app.extensions["asynqpy.inspector"].close()
