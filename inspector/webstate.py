@@ -1,9 +1,8 @@
-"""The dashboard's server-side state in Redis: login sessions and failed-login counters, shared by every app process.
+"""The dashboard's server-side state in Redis: login sessions, shared by every app process.
 
-Sessions live in asynqpy:{web}:session:<digest of the id> (a hash: user, created, seen) with the idle timeout as TTL, so
-logging out (deleting the key) ends the session everywhere and a copied cookie stops working. Failed logins
-are counted per account and per address in asynqpy:{web}:throttle:<kind>:<key>, each in a window that starts
-with its first failure. webui reaches both through these classes; it never imports redis. Every command goes
+Sessions live in asynqpy:{web}:session:<digest of the id> (a hash: user, created, seen) with the idle timeout as
+TTL, so logging out (deleting the key) ends the session everywhere and a copied cookie stops working. (Failed
+logins: inspector.throttle.) webui reaches them through this class; it never imports redis. Every command goes
 through the door of asynqpy.rdb.syncdoor, and every change of more than one key is one script.
 """
 
@@ -127,53 +126,3 @@ def _unless_writes_refused() -> Iterator[None]:
     except RedisUnavailableError as exc:
         if not refuses_writes(exc):
             raise
-
-
-@dataclass(frozen=True)
-class ThrottleState:
-    """Whether logins for this account/address are refused, and for how many more seconds."""
-
-    blocked: bool
-    retry_after: int
-
-
-class LoginThrottle:
-    """Counts failed logins per account and per address; past a limit in the window, logins are refused
-    until the window ends. A successful login clears the account's counter (not the address's).
-
-    connection: a binary redis-py client, or its door. Raises RedisUnavailableError, RedisCommandError as
-    SessionStore does.
-    """
-
-    def __init__(self, connection: redis.Redis | SyncDoor, *, per_user: int = 5, per_addr: int = 20,
-                 window: int = 900) -> None:
-        self.door = SyncDoor.of(connection)
-        self.per_user = per_user
-        self.per_addr = per_addr
-        self.window = int(window)
-
-    def _keys(self, user: str, addr: str) -> tuple[str, str]:
-        return (keys.login_throttle("user", user.lower()[:200]), keys.login_throttle("addr", addr))
-
-    def check(self, user: str, addr: str) -> ThrottleState:
-        """Whether a login attempt for user from addr must be refused now (checked before the password)."""
-        ku, ka = self._keys(user, addr)
-        nu, tu, na, ta = self.door.read(lambda b: (b.command("GET", ku), b.command("TTL", ku), b.command("GET", ka),
-                                                   b.command("TTL", ka)))
-        waits = []
-        if nu is not None and int(nu) >= self.per_user:
-            waits.append(max(int(tu), 1))
-        if na is not None and int(na) >= self.per_addr:
-            waits.append(max(int(ta), 1))
-        return ThrottleState(bool(waits), max(waits, default=0))
-
-    def failed(self, user: str, addr: str) -> ThrottleState:
-        """Count one failed login (one atomic script for both counters); says whether the next is refused."""
-        reply = self.door.run(Call(script("login_failed"), self._keys(user, addr), (self.window,), list))
-        (nu, tu), (na, ta) = reply
-        waits = [int(t) for n, t, limit in ((nu, tu, self.per_user), (na, ta, self.per_addr)) if int(n) >= limit]
-        return ThrottleState(bool(waits), max(waits, default=0))
-
-    def succeeded(self, user: str) -> None:
-        """Forget the account's failures (the address's stay counted)."""
-        self.door.command("DEL", self._keys(user, "")[0])

@@ -46,8 +46,7 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
         title, text = "Not allowed", getattr(exc, "description", None) or str(exc)
     else:
         title, text = "That did not work", getattr(exc, "description", None) or str(exc)
-    # For htmx: into #messages, whatever the requesting element targets and selects (static/app.js swaps it).
-    headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML", "HX-Reselect": ".message"} if is_htmx() else {}
+    headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"} if is_htmx() else {}
     ctx = {"title": title, "text": text, "status": status, "redis_down": text if down else None}
     name = "partials/_message.html" if is_htmx() else "error.html"
     return render_template(name, kind=kind, message=f"{title}: {text}", **ctx), status, headers

@@ -206,5 +206,6 @@ def web_user_sessions(user: str) -> str:
 
 
 def login_throttle(kind: str, who: str) -> str:
-    """Our own: failed logins counted per "user" or "addr" in a window (the key's expiry)."""
+    """Our own: a login-throttle counter: kind "pair" (account|address), "addr", "device" or "account"
+    (see inspector.throttle)."""
     return f"asynqpy:{{web}}:throttle:{kind}:{who}"

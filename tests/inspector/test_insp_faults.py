@@ -17,7 +17,8 @@ from asynqpy import Client, Task
 from asynqpy.cli import main
 from asynqpy.errors import RedisBusyError, RedisOutOfMemoryError, RedisReadOnlyError, RedisUnavailableError
 from inspector import Inspector
-from inspector.webstate import LoginThrottle, SessionStore
+from inspector.throttle import LoginThrottle
+from inspector.webstate import SessionStore
 from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
 
 __all__ = ["fault_redis", "fault_server", "fault_url"]  # fixtures
@@ -90,7 +91,7 @@ def test_writes_refused_reads_go_on_and_writes_raise_ours(fault_url: str, fault:
         with pytest.raises(expected):
             store.create("ada")
         with pytest.raises(expected):
-            LoginThrottle(insp.redis).failed("ada", "127.0.0.1")
+            LoginThrottle(insp.redis).attempt("ada", "127.0.0.1")
 
 
 def test_busy_every_call_raises_ours(fault_url: str) -> None:
@@ -105,7 +106,7 @@ def test_busy_every_call_raises_ours(fault_url: str) -> None:
         with pytest.raises(RedisBusyError):
             SessionStore(insp.redis).get("some-session-id")
         with pytest.raises(RedisBusyError):
-            LoginThrottle(insp.redis).check("ada", "127.0.0.1")
+            LoginThrottle(insp.redis).attempt("ada", "127.0.0.1")
 
 
 def test_a_session_lives_on_while_redis_refuses_writes(fault_url: str) -> None:
