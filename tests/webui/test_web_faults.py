@@ -101,11 +101,12 @@ def test_busy_is_the_banner_on_every_page_and_a_message_for_htmx(web: Browser, f
         for path in PAGES:
             a = web.get(path)
             assert a.status == 503, (path, a.status)
-            assert 'id="redis-banner"' in a.body and "answers BUSY" in a.body, path
+            assert 'id="redis-banner">' in a.body and "answers BUSY" in a.body, path  # shown, not hidden
             _no_traceback(a)
         a = web.get("/servers", htmx=True)
         assert a.status == 503 and a.headers["HX-Retarget"] == "#messages"
         assert 'class="message error redis-down"' in a.body and "Redis is unavailable" in a.body
+        assert 'id="redis-banner" hx-swap-oob="true">' in a.body  # the banner too, out of band
         a = web.post("/queues/mail/pause", {}, htmx=True)
         assert a.status == 503 and "answers BUSY" in a.body
         _no_traceback(a)
@@ -124,7 +125,7 @@ def test_writes_refused_pages_still_show_and_actions_say_why(web: Browser, fault
         assert a.status == 503 and f"answers {fault}" in a.body, a.body[:500]
         _no_traceback(a)
         a = web.post("/queues/mail/pause", {})
-        assert a.status == 503 and 'id="redis-banner"' in a.body
+        assert a.status == 503 and 'id="redis-banner">' in a.body
     a = web.post("/queues/mail/pause", {}, htmx=True)
     assert a.status == 200 and "paused" in a.body
 
@@ -135,7 +136,8 @@ def test_a_command_redis_refuses_is_a_502_with_its_message(web: Browser, fault_r
     for path in ("/", "/errors"):
         a = web.get(path)
         assert a.status == 502, (path, a.status)
-        assert "Redis refused a command" in a.body and "WRONGTYPE" in a.body and 'id="redis-banner"' not in a.body
+        assert "Redis refused a command" in a.body and "WRONGTYPE" in a.body
+        assert 'id="redis-banner" hidden' in a.body  # not the Redis-down banner: Redis answers
         _no_traceback(a)
     a = web.get("/", htmx=True)
     assert a.status == 502 and "Redis refused a command" in a.body and a.headers["HX-Retarget"] == "#messages"

@@ -63,6 +63,8 @@ def test_a_polling_page_shows_redis_down_and_recovers(page: Any, base: str, faul
     with busy(fault_url):
         expect(page.locator("#messages .redis-down")).to_contain_text("Redis is unavailable", timeout=5000)
         expect(page.locator("#messages .redis-down")).to_contain_text("answers BUSY")
+        expect(page.locator("#redis-banner")).to_contain_text("answers BUSY")
         expect(body).to_contain_text("email")  # the page keeps what it showed
     expect(page.locator("#messages .redis-down")).to_have_count(0, timeout=5000)
+    expect(page.locator("#redis-banner")).to_be_hidden()
     expect(body).to_contain_text("email")
