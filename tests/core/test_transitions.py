@@ -150,9 +150,9 @@ def test_forward_moves_only_due_tasks_and_reports_next(redis_url: str, r: redis.
     b = c.enqueue(Task("t", b""), process_in=20).id
     due_a = r.zscore(keys.exact_due("default"), a)
     assert due_a < r.zscore(keys.scheduled("default"), a) == math.ceil(due_a)
-    moved, nxt = run.run(broker.forward("default", now=due_a - 0.001))
+    moved, nxt, _ = run.run(broker.forward("default", now=due_a - 0.001))
     assert moved == 0 and nxt == pytest.approx(due_a)  # never early
-    moved, nxt = run.run(broker.forward("default", now=due_a))  # on time, before its whole-second score
+    moved, nxt, _ = run.run(broker.forward("default", now=due_a))  # on time, before its whole-second score
     assert moved == 1 and nxt == pytest.approx(r.zscore(keys.exact_due("default"), b))
     assert r.zscore(keys.exact_due("default"), a) is None
     h = r.hgetall(keys.task("default", a))
@@ -210,9 +210,9 @@ def test_forward_reads_fractional_scores_of_older_releases(redis_url: str, r: re
     r.delete(keys.exact_due("default"))
     at = int(time.time()) + 5.25
     r.zadd(keys.scheduled("default"), {tid: at})
-    moved, nxt = run.run(broker.forward("default", now=at - 0.001))
+    moved, nxt, _ = run.run(broker.forward("default", now=at - 0.001))
     assert moved == 0 and nxt == at
-    moved, _ = run.run(broker.forward("default", now=at))
+    moved, _, _ = run.run(broker.forward("default", now=at))
     assert moved == 1 and r.hget(keys.task("default", tid), "state") == b"pending"
 
 
@@ -224,10 +224,10 @@ def test_forward_ignores_an_exact_time_outside_the_score_second(redis_url: str, 
     r.zrem(keys.scheduled("default"), tid)
     r.zadd(keys.retry("default"), {tid: math.ceil(old_exact) + 60})
     r.hset(keys.task("default", tid), "state", "retry")
-    moved, nxt = run.run(broker.forward("default", now=old_exact + 1))
+    moved, nxt, _ = run.run(broker.forward("default", now=old_exact + 1))
     assert moved == 0 and r.zscore(keys.exact_due("default"), tid) is None  # the stale entry is dropped
     assert nxt == math.ceil(old_exact) + 60
-    moved, _ = run.run(broker.forward("default", now=math.ceil(old_exact) + 60))
+    moved, _, _ = run.run(broker.forward("default", now=math.ceil(old_exact) + 60))
     assert moved == 1
 
 
