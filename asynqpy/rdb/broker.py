@@ -310,6 +310,7 @@ def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call[int]:
 # What a claimed tick's reply means when the tick was not this replica's to enqueue.
 TICK_TAKEN = -2
 TICK_NOTHING_MISSED = -3
+TICK_EARLY = -4
 
 
 @cache
@@ -319,21 +320,27 @@ def _tick_script(inner: str) -> Script:
 
 
 def claim_tick(call: Call[object], q: str, entry_id: str, *, tick: int, claim_ttl: int, latest_ttl: int,
-               tolerance: int, owner: str, catch_up: bool = False) -> Call[bool]:
-    """Wrap an enqueue Call (from enqueue()) so that it runs only if this tick of a scheduler entry is unclaimed.
+               tolerance: int, owner: str, catch_up: bool = False, now: float | None = None) -> Call[str]:
+    """Wrap an enqueue Call (from enqueue()) so that it runs only if this tick of a scheduler entry is unclaimed
+    and due by the Redis server's clock (or by now, a test's fake clock).
 
-    The claim and the enqueue are one script. Reply: True when this call enqueued the task, False when
-    the tick was taken already (or, with catch_up, the entry never ran before); the enqueue's own errors
-    (DuplicateTaskError, TaskIDConflictError) raise, and the tick stays claimed.
+    The claim and the enqueue are one script. Reply: "enqueued" when this call enqueued the task, "taken" when
+    the tick was taken already (or, with catch_up, the entry never ran before), "early" when the tick is still
+    ahead by Redis's clock (nothing written: try again); the enqueue's own errors (DuplicateTaskError,
+    TaskIDConflictError) raise, and the tick stays claimed.
     """
-    def parse(raw: Any) -> bool:
-        if int(raw) in (TICK_TAKEN, TICK_NOTHING_MISSED):
-            return False
+    def parse(raw: Any) -> str:
+        code = int(raw)
+        if code == TICK_EARLY:
+            return "early"
+        if code in (TICK_TAKEN, TICK_NOTHING_MISSED):
+            return "taken"
         call.parse(raw)
-        return True
+        return "enqueued"
     return Call(_tick_script(call.script.name),
                 [keys.tick_mark(q, entry_id), keys.tick_claim(q, entry_id, tick), *call.keys],
-                [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner, *call.args], parse)
+                [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner,
+                 "" if now is None else repr(float(now)), *call.args], parse)
 
 
 def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes]) -> Call[int]:
