@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from asynqpy.loop import REDIS_DOWN, Loop
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb import clock as redis_clock
 from asynqpy.runtime import Runtime
 from asynqpy.wire import ServerInfo, WorkerInfo, timestamp
 
@@ -28,20 +29,24 @@ class Heartbeat(Loop):
         self.interval = rt.config.heartbeat_interval
         self.cancel = cancel
         self.held = held  # ids acknowledged in memory but not yet written
+        self._warned_offset: float | None = None  # the clock offset last warned about
 
     async def run_once(self) -> float | None:
         self._cancel_lapsed()
+        ttl = max(2, math.ceil(2 * self.rt.config.heartbeat_interval))
+        await self._measure_clock(ttl)
         now = time.time()
         expiry = now + self.rt.config.lease_duration
-        ttl = max(2, math.ceil(2 * self.rt.config.heartbeat_interval))
         by_queue: dict[str, list[str]] = defaultdict(list)
         for tid, at in self.rt.active.items():
             by_queue[at.queue].append(tid)
         pipe = self.rt.aredis.pipeline(transaction=False)
         for q, ids in by_queue.items():
             pipe.zadd(keys.lease(q), dict.fromkeys(ids, broker.due(expiry)), xx=True)
-        pipe.zadd(keys.SERVERS, {self.rt.server_key: broker.due(now + ttl)})
-        pipe.zadd(keys.WORKERS, {self.rt.workers_key: broker.due(now + ttl)})
+        # Inspectors judge liveness by their clocks, which should agree with Redis's: the expiry is by Redis's.
+        alive_until = broker.due(self.rt.redis_now() + ttl)
+        pipe.zadd(keys.SERVERS, {self.rt.server_key: alive_until})
+        pipe.zadd(keys.WORKERS, {self.rt.workers_key: alive_until})
         await pipe.execute()
         for ids in by_queue.values():
             for tid in ids:
@@ -58,6 +63,21 @@ class Heartbeat(Loop):
             await self.run_once()
         except REDIS_DOWN as exc:
             log.warning("could not write server state: %s", exc)
+
+    async def _measure_clock(self, ttl: int) -> None:
+        """Measure this machine's clock against Redis's (one TIME round trip), keep it in the runtime and publish
+        it beside the server's info for the Inspector; warn when it is more than a second off, once, and again
+        when it changes by more than half a second."""
+        measured = await redis_clock.measure(self.rt.aredis)
+        self.rt.clock_offset = measured.offset
+        warned = self._warned_offset
+        if abs(measured.offset) > redis_clock.WARN_OFFSET and (
+                warned is None or abs(measured.offset - warned) > redis_clock.WARN_OFFSET / 2):
+            self._warned_offset = measured.offset
+            log.warning("server %s: this machine's clock is %s (measured over a %.0f ms round trip); due times "
+                        "follow Redis's clock, but fix the clock (NTP)", self.rt.server_id,
+                        redis_clock.describe(measured.offset), measured.round_trip * 1000)
+        await self.rt.aredis.set(keys.server_clock(self.rt.server_key), f"{measured.offset:.6f}", ex=ttl)
 
     def _cancel_lapsed(self) -> None:
         now = time.time()
@@ -90,5 +110,6 @@ class Heartbeat(Loop):
         pipe = self.rt.aredis.pipeline(transaction=False)
         pipe.zrem(keys.SERVERS, self.rt.server_key)
         pipe.zrem(keys.WORKERS, self.rt.workers_key)
+        pipe.delete(keys.server_clock(self.rt.server_key))
         await pipe.execute()
         await self.rt.runner.run(broker.clear_server_state(self.rt.server_key, self.rt.workers_key))

@@ -129,7 +129,7 @@ class Processor:
             if not got:
                 await self._wait(self._wake, self.cfg.idle_poll_interval)
                 continue
-            now = time.time()
+            now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since in got:
                 self._start(q, tid, data, max(0.0, now - since) if since else None)
 

@@ -42,6 +42,13 @@ def _parse(cls: Any, data: bytes | None) -> Any:
     return msg
 
 
+def _offset(raw: bytes | None) -> float | None:
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
 def _worker(w: Any) -> ActiveWorker:
     return ActiveWorker(task_id=w.task_id, task_type=w.task_type, task_payload=bytes(w.task_payload),
                         queue=w.queue, started=timestamp_to_datetime(w.start_time),
@@ -59,18 +66,21 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
     def fill(p: Any) -> None:
         for k in skeys:
             p.get(k)
+        for k in skeys:
+            p.get(keys.server_clock(text(k)))
         for k in wkeys:
             p.hvals(k)
 
     out = ctx.read(fill)
+    n = len(skeys)
     by_server: dict[str, list[ActiveWorker]] = {}
-    for vals in out[len(skeys):]:
+    for vals in out[2 * n:]:
         for data in vals:
             w = _parse(PbWorker, data)
             if w is not None:
                 by_server.setdefault(w.server_id, []).append(_worker(w))
     result = []
-    for data in out[:len(skeys)]:
+    for data, offset in zip(out[:n], out[n:2 * n], strict=True):
         s = _parse(PbServer, data)
         if s is None:
             continue
@@ -78,7 +88,8 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         result.append(ServerInfo(
             id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
             queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
-            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers)))
+            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers),
+            clock_offset=_offset(offset)))
     return sorted(result, key=lambda s: (s.host, s.pid, s.id))
 
 

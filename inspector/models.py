@@ -168,7 +168,8 @@ class ActiveWorker:
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """A live worker server (its heartbeat has not expired) and the tasks it runs."""
+    """A live worker server (its heartbeat has not expired) and the tasks it runs; clock_offset: how far its
+    clock is from Redis's (asynqpy servers only)."""
 
     id: str
     host: str
@@ -179,6 +180,8 @@ class ServerInfo:
     started: datetime | None
     status: str
     active_workers: tuple[ActiveWorker, ...]
+    # Redis's clock minus the server's (s), from its last heartbeat; None for a Go server (it does not say).
+    clock_offset: float | None = None
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,13 @@ def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 
 
+def server_clock(server_key: str) -> str:
+    """Our own, beside asynq:servers:{host:pid:id} (the server_info key given), with its expiry: how far that
+    server's clock is from Redis's (Unix s, Redis's minus the server's), as its last heartbeat measured it.
+    Go's ServerInfo has no field for it and Go's Inspector never looks here."""
+    return "asynqpy:clock:" + server_key.removeprefix("asynq:servers:")
+
+
 def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
 
