@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import time
 
 import redis
 
 from asynqpy import Client, ServeMux, Server, Task
+from asynqpy.rdb import keys
 from asynqpy.scheduler import Scheduler
 
 
@@ -57,13 +59,16 @@ def produce(url: str, q: str, n: int, delay: float) -> None:
     c = Client(url)
     for i in range(n):
         before = redis_now(r)
-        c.enqueue(Task("skew", str(i).encode()), queue=q, process_in=delay)
+        info = c.enqueue(Task("skew", str(i).encode()), queue=q, process_in=delay)
         after = redis_now(r)
-        r.rpush(enqueued_key(q), json.dumps({"payload": str(i), "before": before, "after": after, "delay": delay}))
+        due = r.zscore(keys.exact_due(q), info.id)  # the exact due time the script wrote (None: an older release)
+        r.rpush(enqueued_key(q), json.dumps({"payload": str(i), "before": before, "after": after, "delay": delay,
+                                             "due": due}))
     print(f"enqueued {n} local={time.time():.3f}", flush=True)
 
 
 def schedule(url: str, q: str, seconds: float) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the test reads each tick's task id
     s = Scheduler(url, heartbeat_interval=1.0)
     s.register("@every 1s", Task("tick", b""), queue=q)
     end = time.monotonic() + seconds
