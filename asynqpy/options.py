@@ -101,8 +101,9 @@ class EnqueueOptions:
 
     timeout: 1800 when neither timeout nor deadline is given, else 0 if not given. deadline: 0 (none).
     process_at: 0 means now. process_in: the delay when process_in was given (0: none); the broker sends it,
-    not process_at (its estimate by this machine's clock), so that the due time is by Redis's clock. unique_ttl: 0 (not unique). group: "" (no aggregation). durable: None (done once
-    the primary has the task); a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it.
+    not process_at (its estimate by this machine's clock), so that the due time is by Redis's clock.
+    unique_ttl: 0 (not unique). group: "" (no aggregation). durable: None (done once the primary has the task);
+    a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it.
     """
 
     queue: str

@@ -23,7 +23,6 @@ import redis
 from asynqpy.embedded import EmbeddedServer
 from tests.core.skewapp import enqueued_key, started_key
 
-
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 

@@ -127,7 +127,7 @@ def enqueue_call(data: bytes, tid: str, unique_key: str, opts: EnqueueOptions, *
             a.append(opts.unique_ttl)
         return Call(script("add_to_group"), k, a, parse)
     hand_keys = [waiters, paused, active, lease]
-    hand_args = [int(HANDOFF_LEASE), task_prefix, handoff_prefix]
+    hand_args: list[Any] = [int(HANDOFF_LEASE), task_prefix, handoff_prefix]
     if opts.unique_ttl:
         return Call(script("enqueue_unique"), [unique_key, task_key, pending, *hand_keys],
                     [tid, opts.unique_ttl, data, channel, q, *hand_args], parse)

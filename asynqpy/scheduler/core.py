@@ -2,9 +2,9 @@
 
 A tick is an entry and its scheduled time. Whichever replica reaches it first (by the Redis server's clock,
 never before that time: each replica measures its clock's offset to Redis's at every heartbeat, and the
-claim script refuses a tick that Redis's clock has not reached) claims it and enqueues the task in one script (rdb/lua/tick_claim.lua); the claim is the
-entry's latest claimed tick, kept in Redis with an expiry, so a replica whose clock lags finds the tick
-taken, and when one replica dies the others carry on. Entries are published in asynq:schedulers at start
+claim script refuses a tick that Redis's clock has not reached) claims it and enqueues the task in one
+script (rdb/lua/tick_claim.lua); the claim is the entry's latest claimed tick, kept in Redis with an expiry,
+so a replica that comes late finds the tick taken, and when one replica dies the others carry on. Entries are published in asynq:schedulers at start
 and at every heartbeat, with each enqueue in the entry's history, exactly as Go asynq's scheduler does.
 """
 
@@ -336,7 +336,8 @@ class Scheduler:
             log.warning("scheduler: cannot read Redis's clock: %s", exc)
             return
         before, self.clock.offset = self.clock.offset, measured.offset
-        if abs(measured.offset) > redis_clock.WARN_OFFSET and abs(measured.offset - before) > redis_clock.WARN_OFFSET / 2:
+        warn = redis_clock.WARN_OFFSET
+        if abs(measured.offset) > warn and abs(measured.offset - before) > warn / 2:
             log.warning("scheduler %s: this machine's clock is %s; ticks follow Redis's clock", self.id,
                         redis_clock.describe(measured.offset))
 
