@@ -4,8 +4,9 @@ A tick is an entry and its scheduled time. Whichever replica reaches it first (b
 never before that time: each replica measures its clock's offset to Redis's at every heartbeat, and the
 claim script refuses a tick that Redis's clock has not reached) claims it and enqueues the task in one
 script (rdb/lua/tick_claim.lua); the claim is the entry's latest claimed tick, kept in Redis with an expiry,
-so a replica that comes late finds the tick taken, and when one replica dies the others carry on. Entries are published in asynq:schedulers at start
-and at every heartbeat, with each enqueue in the entry's history, exactly as Go asynq's scheduler does.
+so a replica that comes late finds the tick taken, and when one replica dies the others carry on. Entries
+are published in asynq:schedulers at start and at every heartbeat, with each enqueue in the entry's
+history, exactly as Go asynq's scheduler does.
 """
 
 from __future__ import annotations
