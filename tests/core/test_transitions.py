@@ -255,3 +255,41 @@ def test_exact_times_left_behind_by_go_are_dropped(redis_url: str, r: redis.Redi
     r.zadd(keys.exact_due("default"), {"moved-by-go": time.time() - 61, "recent": time.time() - 5})
     [tid] = enqueue(redis_url, 1, process_in=30)
     assert r.zrange(keys.exact_due("default"), 0, -1) == [b"recent", tid.encode()]
+
+
+def _redis_now(r: redis.Redis) -> float:
+    sec, usec = r.time()
+    return float(sec + usec / 1e6)
+
+
+def test_a_tick_ahead_of_redis_clock_is_refused_and_nothing_written(r: redis.Redis, run: SyncRunner) -> None:
+    """The scheduler's clock may run ahead: the claim script judges the tick by Redis's clock (TIME)."""
+    from asynqpy.options import build_options
+
+    def claim(tick: int, now: float | None = None) -> str:
+        opts = build_options(queue="cron")
+        msg = broker.build_message("tick", b"", {}, opts)
+        return run.run(broker.claim_tick(broker.enqueue(msg, opts, now=time.time()), "cron", "e1", tick=tick,
+                                         claim_ttl=120, latest_ttl=3600, tolerance=90, owner="s1", now=now))
+
+    ahead = math.ceil(_redis_now(r)) + 30
+    assert claim(ahead) == "early"
+    assert not r.exists(keys.tick_mark("cron", "e1"), keys.tick_claim("cron", "e1", ahead), keys.pending("cron"))
+    assert claim(ahead, now=ahead) == "enqueued"  # a test's fake clock says it is due: that clock judges
+    assert claim(ahead, now=ahead) == "taken"
+    past = math.floor(_redis_now(r)) - 1
+    assert claim(past) == "enqueued" and claim(past) == "taken"
+    assert r.llen(keys.pending("cron")) == 2
+
+
+def test_forward_judges_due_by_redis_clock(redis_url: str, r: redis.Redis, run: SyncRunner) -> None:
+    """Without a test's now, the forward script uses TIME, and reports it with the next due time."""
+    [tid] = enqueue(redis_url, 1, process_in=0.3)
+    due = r.zscore(keys.exact_due("default"), tid)
+    moved, nxt, now = run.run(broker.forward("default"))
+    if now < due:  # the usual case: not due yet by Redis's clock; it says how long to wait
+        assert moved == 0 and nxt == due and 0 < due - now <= 0.3
+        time.sleep(due - now + 0.01)
+        moved, nxt, now = run.run(broker.forward("default"))
+    assert moved == 1 and nxt is None and now >= due
+    assert abs(now - _redis_now(r)) < 0.5
