@@ -256,7 +256,8 @@ class Processor:
     async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:
         msg, q = at.msg, at.queue
         await self._report(at, exc)
-        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=time.time(), skip=skip)
+        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=self.rt.redis_now(),
+                                      skip=skip)  # the retry is due by Redis's clock
         canceled = isinstance(exc, _StopRequested) and exc.reason == "canceled"
         self._outcome(at, "canceled" if canceled else "archived" if decision.archive else "retry", err)
         await self._write_now(call, what=call.script.name)

@@ -39,6 +39,14 @@ def _env(skew: float) -> dict[str, str]:
     return env
 
 
+def _due(e: dict[str, float]) -> float:
+    """When the task was meant to start: DELAY after the enqueue by Redis's clock, which lies between Redis's times
+    before and after the enqueue call; the exact due time the script wrote, kept within those bounds (a release
+    that computed it by a skewed producer's clock wrote it outside them)."""
+    lo, hi = e["before"] + e["delay"], e["after"] + e["delay"]
+    return hi if e.get("due") is None else min(max(e["due"], lo), hi)
+
+
 def lateness(url: str, q: str, worker_skew: float, producer_skew: float, n: int, delay: float) -> list[float]:
     r = redis.Redis.from_url(url)
     r.delete(started_key(q), enqueued_key(q))
@@ -54,7 +62,7 @@ def lateness(url: str, q: str, worker_skew: float, producer_skew: float, n: int,
     finally:
         w.terminate()
         w.wait(10)
-    due = {e["payload"]: e["after"] + e["delay"] for e in map(json.loads, r.lrange(enqueued_key(q), 0, -1))}
+    due = {e["payload"]: _due(e) for e in map(json.loads, r.lrange(enqueued_key(q), 0, -1))}
     starts = {e["payload"]: e["at"] for e in map(json.loads, r.lrange(started_key(q), 0, -1))}
     return [starts[p] - due[p] for p in due if p in starts]
 

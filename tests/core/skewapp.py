@@ -18,9 +18,12 @@ import time
 
 import redis
 
-from asynqpy import Client, ServeMux, Server, Task
+from asynqpy import Client, ReceivedTask, ServeMux, Server, Task
 from asynqpy.rdb import keys
 from asynqpy.scheduler import Scheduler
+
+
+RETRY_DELAY = 2.0  # seconds between the failed first attempt of a "skewretry" task and its retry
 
 
 def started_key(q: str) -> str:
@@ -40,11 +43,18 @@ def worker(url: str, q: str) -> None:
     r = redis.Redis.from_url(url)
     mux = ServeMux()
 
-    def record(task: Task) -> None:
+    def record(task: ReceivedTask) -> None:
         r.rpush(started_key(q), json.dumps({"payload": task.payload.decode(), "at": redis_now(r)}))
 
+    def fail_once(task: ReceivedTask) -> None:
+        at = redis_now(r)
+        r.rpush(f"{started_key(q)}:retry", json.dumps({"id": task.id, "attempt": task.retry_count, "at": at}))
+        if task.retry_count == 0:
+            raise RuntimeError("first attempt fails")
+
     mux.handle("skew", record)
-    srv = Server(url, queues={q: 1}, concurrency=4, heartbeat_interval=0.5)
+    mux.handle("skewretry", fail_once)
+    srv = Server(url, queues={q: 1}, concurrency=4, heartbeat_interval=0.5, retry_delay=lambda n, e, t: RETRY_DELAY)
     srv.start(mux)
     print("worker ready", flush=True)
     try:

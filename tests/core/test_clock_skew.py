@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from inspector import Inspector
-from tests.core.skewapp import enqueued_key, started_key
+from tests.core.skewapp import RETRY_DELAY, enqueued_key, started_key
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +102,15 @@ def test_a_worker_whose_clock_is_off_starts_delayed_tasks_on_time(
     late = _lateness(r, 5)
     assert min(late) >= 0, f"started early: {late}"
     assert max(late) < LATE, f"started late: {late}"
+    # A retry is due by Redis's clock too: RETRY_DELAY after the failure, by the worker's estimate of Redis's
+    # time (its clock plus the offset its heartbeat measured: off by at most half that round trip, a few ms).
+    from asynqpy import Client, Task
+    with Client(url) as c:
+        c.enqueue(Task("skewretry"), queue="skew")
+    wait_for(lambda: r.llen(f"{started_key('skew')}:retry") == 2, timeout=20, what="the retry")
+    first, second = map(json.loads, r.lrange(f"{started_key('skew')}:retry", 0, -1))
+    assert (first["attempt"], second["attempt"]) == (0, 1)
+    assert RETRY_DELAY - 0.05 <= second["at"] - first["at"] < RETRY_DELAY + LATE
     # The worker measured its offset and reports it: on the servers page (Inspector) and in its log.
     with Inspector(url) as insp:
         [srv] = insp.servers()
