@@ -22,7 +22,6 @@ from asynqpy import Client, ReceivedTask, ServeMux, Server, Task
 from asynqpy.rdb import keys
 from asynqpy.scheduler import Scheduler
 
-
 RETRY_DELAY = 2.0  # seconds between the failed first attempt of a "skewretry" task and its retry
 
 
