@@ -8,9 +8,11 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from asynqpy.loop import REDIS_DOWN, Loop
-from asynqpy.rdb import broker, keys
+from asynqpy.loop import Loop
+from asynqpy.rdb import broker, keys, state
 from asynqpy.rdb import clock as redis_clock
+from asynqpy.rdb.failures import Degraded
+from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 from asynqpy.wire import ServerInfo, WorkerInfo, timestamp
 
@@ -23,8 +25,10 @@ class Heartbeat(Loop):
 
     name = "heartbeat"
 
-    def __init__(self, rt: Runtime, cancel: Callable[[str, str], bool], held: Callable[[], set[str]]) -> None:
+    def __init__(self, rt: Runtime, cancel: Callable[[str, str], bool], held: Callable[[], set[str]],
+                 degraded: Callable[[], Degraded | None] | None = None) -> None:
         super().__init__()
+        self.degraded_now = degraded or (lambda: self.degraded)  # the server's trouble, for its health note
         self.rt = rt
         self.interval = rt.config.heartbeat_interval
         self.cancel = cancel
@@ -33,21 +37,21 @@ class Heartbeat(Loop):
 
     async def run_once(self) -> float | None:
         self._cancel_lapsed()
-        ttl = max(2, math.ceil(2 * self.rt.config.heartbeat_interval))
-        await self._measure_clock(ttl)
+        await self._measure_clock()
         now = time.time()
         expiry = now + self.rt.config.lease_duration
+        ttl = max(2, math.ceil(2 * self.rt.config.heartbeat_interval))
         by_queue: dict[str, list[str]] = defaultdict(list)
         for tid, at in self.rt.active.items():
             by_queue[at.queue].append(tid)
-        pipe = self.rt.aredis.pipeline(transaction=False)
-        for q, ids in by_queue.items():
-            pipe.zadd(keys.lease(q), dict.fromkeys(ids, broker.due(expiry)), xx=True)
+        calls: list[Call[int]] = [state.extend_leases(q, ids, score=broker.due(expiry)) for q, ids in by_queue.items()]
         # Inspectors judge liveness by their clocks, which should agree with Redis's: the expiry is by Redis's.
         alive_until = broker.due(self.rt.redis_now() + ttl)
-        pipe.zadd(keys.SERVERS, {self.rt.server_key: alive_until})
-        pipe.zadd(keys.WORKERS, {self.rt.workers_key: alive_until})
-        await pipe.execute()
+        calls += [state.index_add(keys.SERVERS, self.rt.server_key, score=alive_until),
+                  state.index_add(keys.WORKERS, self.rt.workers_key, score=alive_until)]
+        for res in await self.rt.runner.run_many(calls):
+            if isinstance(res, Exception):
+                raise res
         for ids in by_queue.values():
             for tid in ids:
                 held = self.rt.active.get(tid)
@@ -55,20 +59,31 @@ class Heartbeat(Loop):
                     held.lease_expiry = expiry
         await self.rt.runner.run(broker.write_server_state(
             self.rt.server_key, self.rt.workers_key, ttl=ttl, info=self.server_info(now), workers=self.worker_infos()))
+        await self.rt.runner.run(self._health_call(now, ttl))
         return None
 
+    def _health_call(self, now: float, ttl: int) -> Call[int]:
+        """Our health note: "ok", or what trouble a loop of this server meets (e.g. a cluster node that is down
+        for some queues while the heartbeat's own keys answer)."""
+        d = self.degraded_now()
+        status, kind, since = ("ok", "", 0) if d is None else \
+            (d.describe(), d.kind, int(now - (time.monotonic() - d.since)))
+        return state.write_server_health(self.rt.health_key, ttl=ttl, status=status, kind=kind, since=since,
+                                         clock_offset=self.rt.clock_offset)
+
     async def write_state(self) -> None:
-        """Write the server and workers info now (at start), not at the first beat; a Redis error is logged."""
+        """Write the server and workers info now (at start), not at the first beat; Redis trouble is logged."""
         try:
             await self.run_once()
-        except REDIS_DOWN as exc:
-            log.warning("could not write server state: %s", exc)
+            self.last_ok = time.monotonic()
+        except Exception as exc:
+            self.trouble.note(exc, "could not write server state")
 
-    async def _measure_clock(self, ttl: int) -> None:
-        """Measure this machine's clock against Redis's (one TIME round trip), keep it in the runtime and publish
-        it beside the server's info for the Inspector; warn when it is more than a second off, once, and again
-        when it changes by more than half a second."""
-        measured = await redis_clock.measure(self.rt.aredis)
+    async def _measure_clock(self) -> None:
+        """Measure this machine's clock against Redis's (one TIME round trip) and keep it in the runtime (the
+        health note publishes it); warn when it is more than a second off, once, and again when it has changed
+        by more than half a second since."""
+        measured = await redis_clock.measure(self.rt.runner)
         self.rt.clock_offset = measured.offset
         warned = self._warned_offset
         if abs(measured.offset) > redis_clock.WARN_OFFSET and (
@@ -77,7 +92,6 @@ class Heartbeat(Loop):
             log.warning("server %s: this machine's clock is %s (measured over a %.0f ms round trip); due times "
                         "follow Redis's clock, but fix the clock (NTP)", self.rt.server_id,
                         redis_clock.describe(measured.offset), measured.round_trip * 1000)
-        await self.rt.aredis.set(keys.server_clock(self.rt.server_key), f"{measured.offset:.6f}", ex=ttl)
 
     def _cancel_lapsed(self) -> None:
         now = time.time()
@@ -107,9 +121,9 @@ class Heartbeat(Loop):
 
     async def clear(self) -> None:
         """Remove this server from the indexes and delete its keys (at shutdown)."""
-        pipe = self.rt.aredis.pipeline(transaction=False)
-        pipe.zrem(keys.SERVERS, self.rt.server_key)
-        pipe.zrem(keys.WORKERS, self.rt.workers_key)
-        pipe.delete(keys.server_clock(self.rt.server_key))
-        await pipe.execute()
+        for res in await self.rt.runner.run_many([state.index_remove(keys.SERVERS, self.rt.server_key),
+                                                  state.index_remove(keys.WORKERS, self.rt.workers_key),
+                                                  state.clear_server_health(self.rt.health_key)]):
+            if isinstance(res, Exception):
+                raise res
         await self.rt.runner.run(broker.clear_server_state(self.rt.server_key, self.rt.workers_key))

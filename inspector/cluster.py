@@ -67,7 +67,7 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         for k in skeys:
             p.get(k)
         for k in skeys:
-            p.get(keys.server_clock(text(k)))
+            p.hget(keys.server_health_of(text(k)), "clock_offset")
         for k in wkeys:
             p.hvals(k)
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
-import redis.asyncio as aredis
-
-from asynqpy.connection import is_cluster
+from asynqpy.rdb import state
+from asynqpy.rdb.scripts import AsyncRunner
 
 # Offsets beyond this many seconds are reported (log warning, the servers page, `explain`).
 WARN_OFFSET = 1.0
@@ -28,24 +26,13 @@ class ClockOffset:
     round_trip: float
 
 
-def _time_args(conn: Any) -> dict[str, Any]:
-    # A cluster client would ask every node; one node's clock stands for all (they should agree: see the README).
-    return {"target_nodes": "random"} if is_cluster(conn) else {}
-
-
-def _offset(t0: float, p0: float, p1: float, reply: Any) -> ClockOffset:
-    if isinstance(reply, dict):  # a cluster reply keyed by node
-        reply = next(iter(reply.values()))
-    sec, usec = reply
-    rtt = p1 - p0
-    return ClockOffset(offset=int(sec) + int(usec) / 1e6 - (t0 + rtt / 2), round_trip=rtt)
-
-
-async def measure(conn: aredis.Redis) -> ClockOffset:
-    """One TIME round trip. Raises redis-py's errors (the caller's loop treats them as Redis trouble)."""
+async def measure(runner: AsyncRunner) -> ClockOffset:
+    """One TIME round trip (on a Redis Cluster, one node's clock stands for all: they should agree). Raises
+    redis-py's errors (the caller's loop treats them as Redis trouble)."""
     t0, p0 = time.time(), time.perf_counter()
-    reply = await conn.time(**_time_args(conn))
-    return _offset(t0, p0, time.perf_counter(), reply)
+    sec, usec = await runner.run(state.server_time())
+    rtt = time.perf_counter() - p0
+    return ClockOffset(offset=sec + usec / 1e6 - (t0 + rtt / 2), round_trip=rtt)
 
 
 def describe(offset: float) -> str:

@@ -139,15 +139,19 @@ def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 
 
-def server_clock(server_key: str) -> str:
-    """Our own, beside asynq:servers:{host:pid:id} (the server_info key given), with its expiry: how far that
-    server's clock is from Redis's (Unix s, Redis's minus the server's), as its last heartbeat measured it.
-    Go's ServerInfo has no field for it and Go's Inspector never looks here."""
-    return "asynqpy:clock:" + server_key.removeprefix("asynq:servers:")
-
-
 def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
+
+
+def server_health(host: str, pid: int, server_id: str) -> str:
+    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since, clock_offset),
+    beside asynq's server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
+    return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
+
+
+def server_health_of(server_key: str) -> str:
+    """server_health() of the server whose asynq:servers:{host:pid:id} key is given."""
+    return "asynqpy:health:" + server_key.removeprefix("asynq:servers:")
 
 
 def scheduler_entries(scheduler_id: str) -> str:
@@ -156,7 +160,6 @@ def scheduler_entries(scheduler_id: str) -> str:
 
 def scheduler_history(entry_id: str) -> str:
     return f"asynq:scheduler_history:{entry_id}"
-
 
 
 def tick_mark(q: str, entry_id: str) -> str:

@@ -143,8 +143,8 @@ def test_queue_warnings(insp: Inspector, client: Client, worker: Worker, clock: 
 
 
 def test_clock_offsets_of_servers(insp: Inspector, client: Client, r: redis.Redis, clock: Clock) -> None:
-    """An asynqpy server's offset to Redis's clock (our key beside its ServerInfo) shows on it, and explain names
-    a server more than a second off; a Go server, which reports none, has None."""
+    """An asynqpy server's offset to Redis's clock (in our health note beside its ServerInfo) shows on it, and
+    explain names a server more than a second off; a Go server, which reports none, has None."""
     client.enqueue(Task("t"), queue="q", task_id="t1")
     for pid, offset in ((1, "5.250000"), (2, "0.003000"), (3, None)):
         info = ServerInfo(host="h", pid=pid, server_id=f"s{pid}", concurrency=1, status="active")
@@ -153,7 +153,7 @@ def test_clock_offsets_of_servers(insp: Inspector, client: Client, r: redis.Redi
         r.set(key, info.SerializeToString())
         r.zadd(keys.SERVERS, {key: clock.t + 10})
         if offset is not None:
-            r.set(keys.server_clock(key), offset)
+            r.hset(keys.server_health("h", pid, f"s{pid}"), "clock_offset", offset)
     assert [(s.pid, s.clock_offset) for s in insp.servers()] == [(1, 5.25), (2, 0.003), (3, None)]
     [off] = [f for f in insp.explain("q", "t1").findings if f.code == "clock_off"]
     assert off.level == "warn" and "h:1" in off.message and "5.2 s behind Redis" in off.message
