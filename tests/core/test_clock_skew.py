@@ -144,6 +144,9 @@ def test_schedulers_whose_clocks_are_off_enqueue_each_tick_once_and_on_time(redi
     procs = [_app("schedule", redis_url, "cron", "5", skew=s, stderr=subprocess.PIPE) for s in SKEWS]
     logs = [p.communicate(timeout=60)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
+    for skew, log in zip(SKEWS, logs, strict=True):  # each warned once about its clock, the right way round
+        way = "ahead of" if skew > 0 else "behind"
+        assert len(re.findall(rf"this machine's clock is 5\.\d s {way} Redis", log)) == 1, log[-2000:]
     ticks: dict[str, float] = {}
     for log in logs:
         for when, tid in TICK.findall(log):
