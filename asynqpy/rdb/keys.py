@@ -144,8 +144,8 @@ def workers(host: str, pid: int, server_id: str) -> str:
 
 
 def server_health(host: str, pid: int, server_id: str) -> str:
-    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since), beside asynq's
-    server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
+    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since, clock_offset),
+    beside asynq's server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
     return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
 
 
