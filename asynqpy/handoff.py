@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from redis.crc import key_slot
 
 from asynqpy.connection import aconnect, is_cluster
-from asynqpy.loop import REDIS_DOWN
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.failures import TroubleLog
 from asynqpy.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class HandoffListener:
         self._stop = False
         self._tasks: list[asyncio.Task[None]] = []
         self._withdrawing: set[asyncio.Task[None]] = set()
+        self.trouble = TroubleLog("handoff")
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(lane.run(), name=f"asynqpy-handoff-{i}")
@@ -78,20 +79,23 @@ class HandoffListener:
         try:
             for q in queues:
                 await self.rt.aredis.zrem(keys.waiters(q), self.rt.server_id)
-        except REDIS_DOWN as exc:  # the registration lapses by itself (REGISTRATION_TTL)
-            log.debug("handoff: could not withdraw: %s", exc)
+        except Exception as exc:  # it lapses by itself (REGISTRATION_TTL); the lanes give back what comes meanwhile
+            self.trouble.note(exc, "withdrawing the registration")
 
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
         self._stop = True
-        for t in self._tasks:
-            await t
-        try:
-            for lane in self.lanes:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for lane in self.lanes:
+            try:
                 await lane.unregister()
+            except Exception as exc:
+                log.warning("handoff: could not withdraw at stop (%s); it lapses in %.0f s", exc, REGISTRATION_TTL)
+            try:
                 await lane.requeue_leftovers()
-        except REDIS_DOWN as exc:
-            log.warning("handoff: could not withdraw at stop (%s); tasks handed over now are recovered by lease", exc)
+            except Exception as exc:
+                log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
+                            "their leases lapse", exc)
         await self.conn.aclose()
 
 
@@ -106,24 +110,28 @@ class _Lane:
         self.queues = queues
         self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
         self._registered_until = 0.0
+        # Until when producers may still hand us tasks: a registration we could not withdraw lasts to its expiry.
+        self._live_until = 0.0
         self._pruned_at = 0.0
+        self.trouble = TroubleLog(f"handoff lane {','.join(queues)}")
 
     async def run(self) -> None:
-        backoff = 0.05
         while not self.owner._stop:
             try:
                 await self._once()
-                backoff = 0.05
-            except REDIS_DOWN as exc:
-                log.debug("handoff: redis unreachable: %s", exc)
+            except Exception as exc:  # transient trouble or a bug: the lane goes on after a back-off
+                self.trouble.note(exc)
                 self._registered_until = 0.0
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await asyncio.sleep(self.trouble.delay())
+            else:
+                self.trouble.ok()
 
     async def _once(self) -> None:
         if not self.processor.wants_tasks():
             if self._registered_until:
                 await self.unregister()
+            if time.time() <= self._live_until + 1:  # full, yet tasks may come: give them back to their queue
+                await self.requeue_leftovers()
             await self.processor.wait_for_slot(BLOCK)
             return
         now = time.time()
@@ -136,8 +144,8 @@ class _Lane:
         self._registered_until = 0.0  # the script consumed our registration for that queue
         q = self.boxes[box.decode()]  # type: ignore[union-attr]
         tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
-        if not self.processor.wants_tasks():
-            # Another lane filled the last slot meanwhile: give the task back to the front of its queue.
+        if not await self.processor.room_after_fetch():
+            # The fetch or another lane filled the last slot meanwhile: back to the front of its queue.
             await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
             return
         self.processor.start_task(q, tid, data)
@@ -150,6 +158,7 @@ class _Lane:
             pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.exact(until)})
             if prune:  # long-dead ones
                 pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))
+        self._live_until = max(self._live_until, until)  # counts from sending: the ZADD may apply unanswered
         await pipe.execute()
         if prune:
             self._pruned_at = until
@@ -161,6 +170,7 @@ class _Lane:
             pipe.zrem(keys.waiters(q), self.rt.server_id)
         await pipe.execute()
         self._registered_until = 0.0
+        self._live_until = min(self._live_until, time.time())
 
     async def requeue_leftovers(self) -> None:
         for box, q in self.boxes.items():

@@ -42,6 +42,8 @@ class Heartbeat(Loop):
             pipe.zadd(keys.lease(q), dict.fromkeys(ids, broker.due(expiry)), xx=True)
         pipe.zadd(keys.SERVERS, {self.rt.server_key: broker.due(now + ttl)})
         pipe.zadd(keys.WORKERS, {self.rt.workers_key: broker.due(now + ttl)})
+        pipe.hset(self.rt.extras_key, "stuck_threads", len(self.rt.stuck))
+        pipe.expire(self.rt.extras_key, ttl)
         await pipe.execute()
         for ids in by_queue.values():
             for tid in ids:
@@ -90,5 +92,6 @@ class Heartbeat(Loop):
         pipe = self.rt.aredis.pipeline(transaction=False)
         pipe.zrem(keys.SERVERS, self.rt.server_key)
         pipe.zrem(keys.WORKERS, self.rt.workers_key)
+        pipe.delete(self.rt.extras_key)
         await pipe.execute()
         await self.rt.runner.run(broker.clear_server_state(self.rt.server_key, self.rt.workers_key))

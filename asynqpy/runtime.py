@@ -45,6 +45,11 @@ class Runtime:
     started: float = field(default_factory=time.time)
     status: str = "new"
     active: dict[str, ActiveTask] = field(default_factory=dict)
+    stuck: dict[str, float] = field(default_factory=dict)  # task id -> monotonic time a still-running handler lost it
+
+    @property
+    def extras_key(self) -> str:
+        return keys.server_extras(self.host, self.pid, self.server_id)
 
     def __post_init__(self) -> None:
         self.aredis = aconnect(self.redis_url, health_check_interval=15)

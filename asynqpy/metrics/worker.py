@@ -50,6 +50,8 @@ class WorkerMetrics:
                            registry=registry, multiprocess_mode="liveall")
         self.live = Gauge("asynqpy_worker_live", "1 while every loop of the worker process runs.",
                           registry=registry, multiprocess_mode="liveall")
+        self.stuck = Gauge("asynqpy_worker_stuck_threads", "Handler threads still running after their task timed out, "
+                           "was cancelled or requeued.", registry=registry, multiprocess_mode="livesum")
         self._queues: set[str] = set()
         self._children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._stop = threading.Event()
@@ -97,6 +99,7 @@ class WorkerMetrics:
                         and not at.handle.done()) if rt is not None else Tally[str]()
         for q in self._queues | set(running):
             self.in_progress.labels(q).set(running.get(q, 0))
+        self.stuck.set(len(rt.stuck) if rt is not None else 0)
         self.live.set(1 if live else 0)
         self.ready.set(1 if ready else 0)
 

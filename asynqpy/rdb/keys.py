@@ -139,6 +139,12 @@ def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 
 
+def server_extras(host: str, pid: int, server_id: str) -> str:
+    """Our own: a hash of what a server of ours reports beside asynq's ServerInfo ("stuck_threads": handler
+    threads running past their task); same slot as server_info, same TTL."""
+    return f"asynqpy:servers:{{{host}:{pid}:{server_id}}}"
+
+
 def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
 
