@@ -1,0 +1,106 @@
+"""The worker under real Redis error replies: fetching, hand-off, failure writes, the syncer and shutdown go on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+import pytest
+import redis
+
+from asynqpy import Client, ServeMux, Task
+from asynqpy.config import ServerConfig
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.runtime import Runtime
+from asynqpy.syncer import Syncer
+from asynqpy.wire import TaskMessage
+from tests.core.replies import busy, out_of_memory
+from tests.helpers import running, wait_for
+
+
+@pytest.mark.parametrize("fault", ["BUSY", "OOM"])
+def test_fetching_and_hand_off_survive_an_error_reply(redis_url: str, r: redis.Redis, fault: str) -> None:
+    mux = ServeMux()
+    seen: list[str] = []
+    mux.handle("t", lambda t: seen.append(t.id))
+    with running(redis_url, mux, idle_poll_interval=0.1) as srv:
+        sid = srv.runtime.server_id  # type: ignore[union-attr]
+        wait_for(lambda: r.zscore(keys.waiters("default"), sid), what="the idle worker's registration")
+        if fault == "BUSY":
+            with busy(r, redis_url, seconds=2):
+                time.sleep(0.5)  # fetch passes and the hand-off lane's calls meet BUSY meanwhile
+        else:
+            with out_of_memory(r):
+                time.sleep(2.5)  # more than the lane's registration renewal: its ZADD is refused too
+        c = Client(redis_url)
+        ids = {c.enqueue(Task("t", b"")).id for _ in range(5)}
+        wait_for(lambda: set(seen) == ids, timeout=15, what="all 5 tasks enqueued after the fault to be taken")
+        live, ready, why = srv.health()
+        assert live, why
+    assert r.zcard(keys.SERVERS) == 0 and not r.keys("asynq:servers:*")  # shutdown ran all its steps
+
+
+def test_a_failure_written_while_busy_ends_in_retry(redis_url: str, r: redis.Redis) -> None:
+    mux = ServeMux()
+    started, go = threading.Event(), threading.Event()
+
+    @mux.handler("fail")
+    def fail(t):  # type: ignore[no-untyped-def]
+        started.set()
+        go.wait(10)
+        raise ValueError("boom")
+
+    tid = Client(redis_url).enqueue(Task("fail", b""), max_retry=3).id
+    with running(redis_url, mux, syncer_interval=0.2, retry_delay=lambda n, e, t: 3600) as srv:
+        wait_for(started.is_set)
+        with busy(r, redis_url, seconds=1.5):
+            go.set()  # the retry write meets BUSY: held by the syncer, not left active
+            wait_for(lambda: not srv.runtime.active, timeout=5, what="the task to leave the active set")  # type: ignore[union-attr]
+        wait_for(lambda: r.hget(keys.task("default", tid), "state") == b"retry", timeout=10,
+                 what="the held retry write to be replayed")
+    m = TaskMessage.FromString(r.hget(keys.task("default", tid), "msg"))
+    assert m.retried == 1 and m.error_msg == "ValueError: boom"
+    assert r.llen(keys.active("default")) == 0 and r.zcard(keys.lease("default")) == 0
+
+
+def _active(r: redis.Redis, n: int) -> list[str]:
+    c = Client(connection=r)
+    ids = [c.enqueue(Task("t", b"")).id for _ in range(n)]
+    got = SyncRunner(r).run(broker.dequeue("default", lease_expiry=time.time() + 60, count=n))
+    assert [tid for tid, _ in got] == ids[::-1] or sorted(t for t, _ in got) == sorted(ids)
+    return ids
+
+
+def test_syncer_keeps_writes_that_failed_for_a_transient_reason_and_drops_only_bugs(
+        redis_url: str, r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    a, b, c = _active(r, 3)
+    r.set(keys.lease("broken"), "not a zset")  # the requeue script meets WRONGTYPE: a bug, never transient
+    calls = [(broker.requeue("default", a, now=time.time()), a),
+             (broker.requeue("broken", "ghost-task", now=time.time()), "ghost-task"),
+             (broker.requeue("default", b, now=time.time()), b),
+             (broker.requeue("default", c, now=time.time()), c)]
+
+    async def flush(syncer: Syncer) -> None:
+        await syncer.flush()
+
+    rt = Runtime(ServerConfig(), redis_url)
+    syncer = Syncer(rt)
+    for call, tid in calls:
+        syncer.add(call, give_up_at=time.time() + 60, what="requeue", task_ids=(tid,))
+    loop = asyncio.new_event_loop()
+    try:
+        with busy(r, redis_url, seconds=1.5):
+            loop.run_until_complete(flush(syncer))
+            assert len(syncer.writes) == 4  # all kept: BUSY passes
+        with caplog.at_level(logging.ERROR, logger="asynqpy"):
+            loop.run_until_complete(flush(syncer))
+        assert syncer.writes == []
+        loop.run_until_complete(rt.close())
+    finally:
+        loop.close()
+    assert sorted(v.decode() for v in r.lrange(keys.pending("default"), 0, -1)) == sorted([a, b, c])
+    dropped = [rec.getMessage() for rec in caplog.records if "ghost-task" in rec.getMessage()]
+    assert len(dropped) == 1 and "bug" in dropped[0]
