@@ -110,7 +110,8 @@ class _Lane:
         self.queues = queues
         self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
         self._registered_until = 0.0
-        # Until when producers may still hand us tasks: a registration we could not withdraw lasts to its expiry.
+        # Until when producers may hand us tasks (0: none can): a registration we could not withdraw lasts to its
+        # expiry; until a drain after that has succeeded, a full lane gives back what its boxes hold.
         self._live_until = 0.0
         self._pruned_at = 0.0
         self.trouble = TroubleLog(f"handoff lane {','.join(queues)}")
@@ -130,8 +131,11 @@ class _Lane:
         if not self.processor.wants_tasks():
             if self._registered_until:
                 await self.unregister()
-            if time.time() <= self._live_until + 1:  # full, yet tasks may come: give them back to their queue
+            if self._live_until:  # full, yet tasks may come: give them back to their queue
+                lapsed = time.time() > self._live_until + 1  # (a producer's script may run a moment late)
                 await self.requeue_leftovers()
+                if lapsed:  # drained after the registration lapsed: nothing more can come
+                    self._live_until = 0.0
             await self.processor.wait_for_slot(BLOCK)
             return
         now = time.time()
@@ -146,7 +150,12 @@ class _Lane:
         tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
         if not await self.processor.room_after_fetch():
             # The fetch or another lane filled the last slot meanwhile: back to the front of its queue.
-            await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
+            try:
+                await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
+            except Exception:
+                await self.conn.lpush(box, value)  # back in its list, where the next drain finds it
+                self._live_until = self._live_until or time.time()
+                raise
             return
         self.processor.start_task(q, tid, data)
         await asyncio.sleep(0)  # let the handler start before this loop registers again
@@ -170,10 +179,10 @@ class _Lane:
             pipe.zrem(keys.waiters(q), self.rt.server_id)
         await pipe.execute()
         self._registered_until = 0.0
-        self._live_until = min(self._live_until, time.time())
+        self._live_until = min(self._live_until, time.time()) if self._live_until else 0.0
 
     async def requeue_leftovers(self) -> None:
-        for box, q in self.boxes.items():
-            while (value := await self.conn.lpop(box)) is not None:
-                tid, _ = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
-                await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
+        """Give every task in this lane's hand-off lists back to the front of its queue, one script call each."""
+        for q in self.queues:
+            while await self.rt.runner.run(broker.requeue_handoff(q, self.rt.server_id, now=time.time())) is not None:
+                pass
