@@ -104,3 +104,30 @@ def test_syncer_keeps_writes_that_failed_for_a_transient_reason_and_drops_only_b
     assert sorted(v.decode() for v in r.lrange(keys.pending("default"), 0, -1)) == sorted([a, b, c])
     dropped = [rec.getMessage() for rec in caplog.records if "ghost-task" in rec.getMessage()]
     assert len(dropped) == 1 and "bug" in dropped[0]
+
+
+def test_a_worker_state_write_sent_twice_applies_once(redis_url: str, r: redis.Redis) -> None:
+    """The runners send a script again when the connection dropped before its reply, though it may have run: the
+    worker's writes (retry, archive, requeue, done) must then answer "not held" and change nothing, never raise."""
+    a, b, c, d = _active(r, 4)
+    run = SyncRunner(r)
+    now = time.time()
+
+    def msg(tid: str) -> bytes:
+        m = TaskMessage.FromString(r.hget(keys.task("default", tid), "msg"))
+        m.retried, m.error_msg = m.retried + 1, "boom"
+        return m.SerializeToString()
+
+    writes = [broker.retry("default", a, msg(a), retry_at=now + 3600, now=now, is_failure=True),
+              broker.archive("default", b, msg(b), now=now),
+              broker.requeue("default", c, now=now)]
+    for call in writes:
+        assert run.run(call) is True
+        assert run.run(call) is False  # the re-send: nothing more happens
+    done = broker.done("default", [(d, "")], now=now)
+    assert run.run(done) == [] and run.run(done) == [d]  # the ids no longer held: left alone
+    assert TaskMessage.FromString(r.hget(keys.task("default", a), "msg")).retried == 1
+    assert r.zcard(keys.retry("default")) == 1 and r.zcard(keys.archived("default")) == 1
+    assert r.lrange(keys.pending("default"), 0, -1) == [c.encode()]
+    assert r.get(keys.failed_total("default")) == b"2" and r.get(keys.processed_total("default")) == b"3"
+    assert r.llen(keys.active("default")) == 0 and r.zcard(keys.lease("default")) == 0
