@@ -158,7 +158,10 @@ class Processor:
                 continue
             now = time.time()
             for q, tid, data, since in got:
-                self._start(q, tid, data, max(0.0, now - since) if since else None)
+                try:
+                    self._start(q, tid, data, max(0.0, now - since) if since else None)
+                except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
+                    log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:

@@ -22,7 +22,9 @@ from tests.helpers import running, wait_for
 
 
 @pytest.mark.parametrize("fault", ["BUSY", "OOM"])
-def test_fetching_and_hand_off_survive_an_error_reply(redis_url: str, r: redis.Redis, fault: str) -> None:
+def test_fetching_and_hand_off_survive_an_error_reply(redis_url: str, r: redis.Redis, fault: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="asynqpy")
     mux = ServeMux()
     seen: list[str] = []
     mux.handle("t", lambda t: seen.append(t.id))
@@ -41,6 +43,9 @@ def test_fetching_and_hand_off_survive_an_error_reply(redis_url: str, r: redis.R
         live, _, why = srv.health()
         assert live, why
     assert r.zcard(keys.SERVERS) == 0 and not r.keys("asynq:servers:*")  # shutdown ran all its steps
+    fetch_logs = [rec for rec in caplog.records if rec.getMessage().startswith("processor: fetch: ")]
+    assert len(fetch_logs) == 1 and f"answers {fault}" in fetch_logs[0].getMessage()  # once per kind, no trace
+    assert fetch_logs[0].exc_info is None
 
 
 def test_a_failure_written_while_busy_ends_in_retry(redis_url: str, r: redis.Redis) -> None:
