@@ -128,7 +128,7 @@ class _Lane:
                 self.trouble.ok()
 
     async def _once(self) -> None:
-        if not self.processor.wants_tasks():
+        if not await self.processor.room_after_fetch():  # (a dequeue in flight may leave slots free)
             if self._registered_until:
                 await self.unregister()
             if self._live_until:  # full, yet tasks may come: give them back to their queue
