@@ -61,16 +61,19 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
             p.get(k)
         for k in wkeys:
             p.hvals(k)
+        for k in skeys:  # what servers of ours report beside asynq's ServerInfo
+            p.hget(keys.server_extras_of(text(k)), "stuck_threads")
 
     out = ctx.read(fill)
+    stuck = out[len(skeys) + len(wkeys):]
     by_server: dict[str, list[ActiveWorker]] = {}
-    for vals in out[len(skeys):]:
+    for vals in out[len(skeys):len(skeys) + len(wkeys)]:
         for data in vals:
             w = _parse(PbWorker, data)
             if w is not None:
                 by_server.setdefault(w.server_id, []).append(_worker(w))
     result = []
-    for data in out[:len(skeys)]:
+    for data, n in zip(out[:len(skeys)], stuck, strict=True):
         s = _parse(PbServer, data)
         if s is None:
             continue
@@ -78,7 +81,8 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         result.append(ServerInfo(
             id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
             queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
-            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers)))
+            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers),
+            stuck_threads=int(n or 0)))
     return sorted(result, key=lambda s: (s.host, s.pid, s.id))
 
 

@@ -182,6 +182,7 @@ class ServerInfo:
     started: datetime | None
     status: str
     active_workers: tuple[ActiveWorker, ...]
+    stuck_threads: int = 0  # handler threads still running past their tasks (servers of ours report it)
 
 
 @dataclass(frozen=True)

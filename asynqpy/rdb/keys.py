@@ -145,6 +145,11 @@ def server_extras(host: str, pid: int, server_id: str) -> str:
     return f"asynqpy:servers:{{{host}:{pid}:{server_id}}}"
 
 
+def server_extras_of(server_info_key: str) -> str:
+    """server_extras() of the server whose server_info() key this is."""
+    return "asynqpy:" + server_info_key.removeprefix("asynq:")
+
+
 def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
 
