@@ -16,7 +16,7 @@ from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
 from asynqpy.rdb import broker
-from asynqpy.rdb.failures import TroubleLog, is_transient
+from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient
 from asynqpy.rdb.scripts import Call
 from asynqpy.retry import failure_call
 from asynqpy.runtime import ActiveTask, Runtime
@@ -88,6 +88,13 @@ class Processor:
     def alive(self) -> bool:
         """False once the fetch loop ended while the server still meant to fetch (a bug killed it)."""
         return self._fetch_task is None or not self._fetch_task.done() or not self._fetching
+
+    @property
+    def degraded(self) -> Degraded | None:
+        """The Redis trouble fetching, hand-off or outcome writes meet now (the oldest), None when there is none."""
+        found = [t.degraded for t in (self.trouble, self.write_trouble, self.handoff.trouble,
+                                      *(lane.trouble for lane in self.handoff.lanes)) if t.degraded is not None]
+        return min(found, key=lambda d: d.since) if found else None
 
     @property
     def stuck(self) -> int:

@@ -31,12 +31,17 @@ def test_fetching_and_hand_off_survive_an_error_reply(redis_url: str, r: redis.R
     with running(redis_url, mux, idle_poll_interval=0.1) as srv:
         sid = srv.runtime.server_id  # type: ignore[union-attr]
         wait_for(lambda: r.zscore(keys.waiters("default"), sid), what="the idle worker's registration")
+        proc = srv._processor
+        assert proc is not None
         if fault == "BUSY":
             with busy(r, redis_url, seconds=2):
-                time.sleep(0.5)  # fetch passes and the hand-off lane's calls meet BUSY meanwhile
+                wait_for(lambda: proc.degraded, timeout=1.5, what="the fetch loop to meet BUSY")
+                assert proc.degraded.kind == "BUSY"  # type: ignore[union-attr]
         else:
             with out_of_memory(r):
                 time.sleep(2.5)  # more than the lane's registration renewal: its ZADD is refused too
+                assert proc.degraded is not None and proc.degraded.kind == "OOM"
+        wait_for(lambda: proc.degraded is None, what="the trouble to clear by itself")
         c = Client(redis_url)
         ids = {c.enqueue(Task("t", b"")).id for _ in range(5)}
         wait_for(lambda: set(seen) == ids, timeout=15, what="all 5 tasks enqueued after the fault to be taken")
