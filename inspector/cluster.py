@@ -62,7 +62,7 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         for k in wkeys:
             p.hvals(k)
         for k in skeys:  # what servers of ours report beside asynq's ServerInfo
-            p.hget(keys.server_extras_of(text(k)), "stuck_threads")
+            p.hget(keys.server_health_of(text(k)), "stuck_threads")
 
     out = ctx.read(fill)
     stuck = out[len(skeys) + len(wkeys):]

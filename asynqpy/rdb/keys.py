@@ -139,19 +139,19 @@ def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 
 
-def server_extras(host: str, pid: int, server_id: str) -> str:
-    """Our own: a hash of what a server of ours reports beside asynq's ServerInfo ("stuck_threads": handler
-    threads running past their task); same slot as server_info, same TTL."""
-    return f"asynqpy:servers:{{{host}:{pid}:{server_id}}}"
-
-
-def server_extras_of(server_info_key: str) -> str:
-    """server_extras() of the server whose server_info() key this is."""
-    return "asynqpy:" + server_info_key.removeprefix("asynq:")
-
-
 def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
+
+
+def server_health(host: str, pid: int, server_id: str) -> str:
+    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since), beside asynq's
+    server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
+    return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
+
+
+def server_health_of(server_info_key: str) -> str:
+    """server_health() of the server whose server_info() key this is."""
+    return "asynqpy:health:" + server_info_key.removeprefix("asynq:servers:")
 
 
 def scheduler_entries(scheduler_id: str) -> str:
@@ -160,7 +160,6 @@ def scheduler_entries(scheduler_id: str) -> str:
 
 def scheduler_history(entry_id: str) -> str:
     return f"asynq:scheduler_history:{entry_id}"
-
 
 
 def tick_mark(q: str, entry_id: str) -> str:

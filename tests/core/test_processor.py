@@ -53,13 +53,13 @@ def test_a_sync_handler_stuck_past_its_timeout_does_not_starve_the_next_task(
             wait_for(lambda: r.zscore(keys.archived("default"), sid), what="the timed-out task archived")
             wait_for(lambda: _proc(srv).stuck == 1, what="the stuck thread counted")
             assert srv.health() == (True, True, "ok; 1 handler thread(s) stuck past their tasks")
-            wait_for(lambda: r.hget(rt.extras_key, "stuck_threads") == b"1", what="the heartbeat to report it")
+            wait_for(lambda: r.hget(rt.health_key, "stuck_threads") == b"1", what="the heartbeat to report it")
             metrics.sample(srv)
             assert metrics.stuck._value.get() == 1
             release.set()
             wait_for(lambda: _proc(srv).stuck == 0, what="the stuck thread to return")
-            wait_for(lambda: r.hget(rt.extras_key, "stuck_threads") == b"0", what="the heartbeat to clear it")
-        assert not r.exists(rt.extras_key)  # gone with the server's other keys
+            wait_for(lambda: r.hget(rt.health_key, "stuck_threads") == b"0", what="the heartbeat to clear it")
+        assert not r.exists(rt.health_key)  # gone with the server's other keys
     finally:
         release.set()
     assert not r.exists(keys.task("default", nid))  # done, never archived for want of a thread

@@ -17,8 +17,8 @@ from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
 from asynqpy.wire import TaskMessage
-from tests.core.replies import busy, out_of_memory
 from tests.helpers import running, wait_for
+from tests.redisfaults import busy, out_of_memory
 
 
 @pytest.mark.parametrize("fault", ["BUSY", "OOM"])
@@ -34,11 +34,11 @@ def test_fetching_and_hand_off_survive_an_error_reply(redis_url: str, r: redis.R
         proc = srv._processor
         assert proc is not None
         if fault == "BUSY":
-            with busy(r, redis_url, seconds=2):
+            with busy(redis_url):
                 wait_for(lambda: proc.degraded, timeout=1.5, what="the fetch loop to meet BUSY")
                 assert proc.degraded.kind == "BUSY"  # type: ignore[union-attr]
         else:
-            with out_of_memory(r):
+            with out_of_memory(redis_url):
                 time.sleep(2.5)  # more than the lane's registration renewal: its ZADD is refused too
                 assert proc.degraded is not None and proc.degraded.kind == "OOM"
         wait_for(lambda: proc.degraded is None, what="the trouble to clear by itself")
@@ -66,7 +66,7 @@ def test_a_failure_written_while_busy_ends_in_retry(redis_url: str, r: redis.Red
     tid = Client(redis_url).enqueue(Task("fail", b""), max_retry=3).id
     with running(redis_url, mux, syncer_interval=0.2, retry_delay=lambda n, e, t: 3600) as srv:
         wait_for(started.is_set)
-        with busy(r, redis_url, seconds=1.5):
+        with busy(redis_url):
             go.set()  # the retry write meets BUSY: held by the syncer, not left active
             wait_for(lambda: not srv.runtime.active, timeout=5, what="the task to leave the active set")  # type: ignore[union-attr]
         wait_for(lambda: r.hget(keys.task("default", tid), "state") == b"retry", timeout=10,
@@ -102,7 +102,7 @@ def test_syncer_keeps_writes_that_failed_for_a_transient_reason_and_drops_only_b
         syncer.add(call, give_up_at=time.time() + 60, what="requeue", task_ids=(tid,))
     loop = asyncio.new_event_loop()
     try:
-        with busy(r, redis_url, seconds=1.5):
+        with busy(redis_url):
             loop.run_until_complete(flush(syncer))
             assert len(syncer.writes) == 4  # all kept: BUSY passes
         with caplog.at_level(logging.ERROR, logger="asynqpy"):

@@ -138,7 +138,7 @@ def test_servers_page_shows_stuck_handler_threads(as_role: Any, redis_url: str) 
     key = keys.server_info("h", 7, "sid")  # as a worker's heartbeat writes them
     r.set(key, ServerInfo(host="h", pid=7, server_id="sid", concurrency=2, status="active").SerializeToString())
     r.zadd(keys.SERVERS, {key: time.time() + 30})
-    r.hset(keys.server_extras("h", 7, "sid"), "stuck_threads", 2)
+    r.hset(keys.server_health("h", 7, "sid"), "stuck_threads", 2)
     html = _html(as_role("viewer"), "/servers")
     assert "2 stuck threads</span>" in html
     r.close()
