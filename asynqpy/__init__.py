@@ -13,6 +13,7 @@ from asynqpy.errors import (
     TaskIDConflictError,
     TaskNotFoundError,
 )
+from asynqpy.limits import Limit
 from asynqpy.mux import ServeMux
 from asynqpy.options import TaskOptions
 from asynqpy.server import Server
@@ -22,6 +23,7 @@ from asynqpy.typed import PayloadMismatch, TypedTask
 __version__ = "0.1.0"
 
 __all__ = [
+    "Limit",
     "AsyncClient",
     "AsynqError",
     "Client",

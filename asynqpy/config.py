@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.limits import Limit
 from asynqpy.options import check_durable, check_int, check_queue
 from asynqpy.outcome import OutcomeHook
 from asynqpy.rdb.durability import Durability
@@ -95,8 +96,12 @@ class ServerConfig:
     group_max_size: int = 0
     outcome_hooks: tuple[OutcomeHook, ...] = ()
     durable_acks: bool | Durability | None = None
+    limits: tuple[Limit, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", tuple(self.limits))
+        if not all(isinstance(lim, Limit) for lim in self.limits):
+            raise InvalidArgumentError("limits must be asynqpy.Limit values", argument="limits")
         check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
         if not isinstance(self.queues, Mapping) or not self.queues:
             raise InvalidArgumentError("queues must be a non-empty mapping of queue name to priority",

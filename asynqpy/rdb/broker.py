@@ -256,7 +256,7 @@ def forward(q: str, *, now: float | None = None, batch: int = 100) -> Call[tuple
     Reply: (moved, next due or None, the now it judged by), times in Unix seconds by that clock."""
     return Call(script("forward"),
                 [keys.scheduled(q), keys.retry(q), keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q),
-                 keys.lease(q), keys.exact_due(q)],
+                 keys.lease(q), keys.exact_due(q), keys.limit_waiting(q)],
                 ["" if now is None else not_after(now), keys.task_prefix(q), keys.group_prefix(q), batch,
                  int(HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q], _forward_reply)
 

@@ -5,6 +5,7 @@
 -- ARGV[5] hand-off lease (s)   ARGV[6] task key prefix   ARGV[7] hand-off key prefix
 -- returns 1 enqueued, 0 a task with this id exists (TaskIDConflict)
 -- #include _clock.lua
+-- #include _limits.lua
 -- #include _handoff.lua
 if redis.call("EXISTS", KEYS[1]) == 1 then
   return 0

@@ -6,6 +6,7 @@
 -- ARGV[5] hand-off key prefix   ARGV[6], ARGV[7], ...: task id, msg bytes, for each task
 -- returns one code per task: 1 enqueued, 0 a task with this id exists (TaskIDConflict)
 -- #include _clock.lua
+-- #include _limits.lua
 -- #include _handoff.lua
 local now = clock("")
 local lease_expiry = math.ceil(now.ms / 1000 + tonumber(ARGV[3]))

@@ -5,6 +5,7 @@
 -- ARGV[5] queue   ARGV[6] hand-off lease (s)   ARGV[7] task key prefix   ARGV[8] hand-off key prefix
 -- returns 1 enqueued, 0 id conflict (the lock stays set, as in asynq), -1 duplicate (lock held)
 -- #include _clock.lua
+-- #include _limits.lua
 -- #include _handoff.lua
 local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
 if not ok then
