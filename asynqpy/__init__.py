@@ -23,12 +23,12 @@ from asynqpy.typed import PayloadMismatch, TypedTask
 __version__ = "0.1.0"
 
 __all__ = [
-    "Limit",
     "AsyncClient",
     "AsynqError",
     "Client",
     "DuplicateTaskError",
     "InvalidArgumentError",
+    "Limit",
     "PayloadMismatch",
     "QueueNotFoundError",
     "ReceivedTask",

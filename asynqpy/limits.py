@@ -89,7 +89,7 @@ class Limit:
 
 
 def _queues(r: redis.Redis) -> list[str]:
-    return sorted(q.decode() if isinstance(q, bytes) else str(q) for q in r.smembers(keys.QUEUES))  # type: ignore[union-attr]
+    return sorted(q.decode() if isinstance(q, bytes) else str(q) for q in r.smembers(keys.QUEUES))
 
 
 def set_limit(r: redis.Redis, limit: Limit, *, queues: Iterable[str] = ()) -> None:
@@ -100,7 +100,7 @@ def set_limit(r: redis.Redis, limit: Limit, *, queues: Iterable[str] = ()) -> No
 
 
 def limits(r: redis.Redis) -> list[Limit]:
-    raw: dict[Any, Any] = r.hgetall(keys.LIMITS)  # type: ignore[assignment]
+    raw: dict[Any, Any] = r.hgetall(keys.LIMITS)
     out = [Limit.decode(_text(k), _text(v)) for k, v in raw.items()]
     return sorted(out, key=lambda lim: lim.pattern)
 
@@ -125,7 +125,7 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
     server's queues (a queue created after `limit set` gets them here)."""
     for lim in defaults:
         r.hsetnx(keys.LIMITS, lim.pattern, lim.encode())
-    raw: dict[Any, Any] = r.hgetall(keys.LIMITS)  # type: ignore[assignment]
+    raw: dict[Any, Any] = r.hgetall(keys.LIMITS)
     for q in queues:
         pipe = r.pipeline(transaction=False)
         pipe.delete(keys.queue_limits(q))
@@ -151,20 +151,20 @@ def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None)
     now = time.time() if now is None else now
     running, parts = 0, 0
     for k in r.scan_iter(match=_glob(keys.limit_slots(queue, limit.pattern, "")) + "*", count=500):
-        n = int(r.zcount(k, now, "+inf"))  # type: ignore[arg-type]
+        n = int(r.zcount(k, now, "+inf"))
         running += n
         parts += 1 if n else 0
     tokens: float | None = None
     if limit.rate and not limit.key:
-        t, ms = r.hmget(keys.limit_bucket(queue, limit.pattern, ""), ["tokens", "ms"])  # type: ignore[misc]
-        tokens = limit.bucket if t is None else min(limit.bucket,
-                                                      float(t) + max(0.0, now * 1000 - float(ms)) * limit.rate / 1000)
+        t, ms = r.hmget(keys.limit_bucket(queue, limit.pattern, ""), ["tokens", "ms"])
+        refill = 0.0 if t is None else max(0.0, now * 1000 - float(ms or 0)) * limit.rate / 1000
+        tokens = limit.bucket if t is None else min(limit.bucket, float(t) + refill)
     waiting = 0
     head = limit.pattern + "\n"
-    for m in r.zrange(keys.limit_waiting(queue), 0, -1):  # type: ignore[union-attr]
+    for m in r.zrange(keys.limit_waiting(queue), 0, -1):
         member = _text(m)
         if member.startswith(head):
-            waiting += int(r.llen(keys.limit_wait_list(queue, member)))  # type: ignore[arg-type]
+            waiting += int(r.llen(keys.limit_wait_list(queue, member)))
     return Usage(queue, limit, running, tokens, waiting, parts)
 
 

@@ -8,11 +8,13 @@ from typing import Self
 
 import redis
 
+from asynqpy import limits as flow
 from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
+from asynqpy.limits import Limit, Usage
 from asynqpy.options import check_int
-from asynqpy.rdb.failures import url_of
+from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
 from inspector import actions, cluster, explain, failures, reader, samples, snapshot
@@ -81,6 +83,31 @@ class Inspector:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- flow control (asynqpy.limits) ---------------------------------------------------------------------
+
+    def set_limit(self, limit: Limit) -> None:
+        """Store a limit for the fleet and every registered queue; workers obey it from their next fetch.
+        Go asynq workers do not read limits."""
+        if not isinstance(limit, Limit):
+            raise InvalidArgumentError("set_limit takes an asynqpy.Limit", argument="limit")
+        with reaching(self.url):
+            flow.set_limit(self.door.client, limit)
+
+    def limits(self) -> list[Limit]:
+        """The fleet's limits, by pattern."""
+        with reaching(self.url):
+            return flow.limits(self.door.client)
+
+    def limit_usage(self) -> list[Usage]:
+        """Each limit in each queue that holds it: running, tokens, waiting tasks."""
+        with reaching(self.url):
+            return flow.usages(self.door.client)
+
+    def remove_limit(self, pattern: str) -> bool:
+        """Drop a limit everywhere; the tasks waiting on it go back to pending. False when there was none."""
+        with reaching(self.url):
+            return flow.remove_limit(self.door.client, pattern)
 
     # -- queues -------------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
-from inspector import views
+from inspector import limitviews, views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
@@ -117,6 +117,7 @@ def register(subparsers: Any) -> None:
     _confirm(p)
 
     _register_task(subparsers, c)
+    limitviews.register(subparsers, c)
 
     server = subparsers.add_parser("server", help="live worker servers").add_subparsers(
         dest="server_command", metavar="subcommand", required=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from asynqpy.limits import Limit
 from asynqpy.rdb import keys
 from asynqpy.rdb.broker import ARCHIVE_MAX_SIZE
 from asynqpy.rdb.clock import WARN_OFFSET, describe
@@ -128,6 +129,9 @@ def _due(what: str, due: datetime | None, now: float) -> Finding:
 
 
 def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
+    name = ctx.command("HGET", keys.task(q, rec.id), "limit_wait")
+    if name is not None:
+        return _limited(ctx, q, rec.id, name.decode(), now)
     out = []
     pos, size = ctx.read(lambda b: (b.command("LPOS", keys.pending(q), rec.id, "RANK", -1, "MAXLEN", LPOS_MAX_SCAN),
                                     b.command("LLEN", keys.pending(q))))
@@ -143,6 +147,29 @@ def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
     if rec.pending_since:
         out.append(Finding("info", "waiting", f"pending since {_when(rec.pending_since, now)}"))
     return out
+
+
+def _limited(ctx: Ctx, q: str, task_id: str, name: str, now: float) -> list[Finding]:
+    """A task waiting on a limit (see asynqpy/limits.py): which one, and how full it is for its partition."""
+    raw = ctx.command("HGET", keys.queue_limits(q), name)
+    if raw is None:
+        return [Finding("warn", "limit_gone", f"it waited for limit {name}, which is no longer set; the next fetch "
+                                              "starts it")]
+    lim = Limit.decode(name, raw.decode())
+    part = ""
+    for m in ctx.command("ZRANGE", keys.limit_waiting(q), 0, -1):
+        member = m.decode()
+        if member.startswith(name + "\n") and ctx.command("LPOS", keys.limit_wait_list(q, member), task_id) is not None:
+            part = member[len(name) + 1:]
+    use = []
+    if lim.concurrency:
+        running = int(ctx.command("ZCOUNT", keys.limit_slots(q, name, part), now, "+inf"))
+        use.append(f"{running}/{lim.concurrency} running")
+    if lim.rate:
+        use.append(f"rate {lim.rate:g}/s")
+    of = f" for {lim.key} = {part!r}" if lim.key else ""
+    return [Finding("warn", "limited", f"waiting for limit {name} ({', '.join(use)}){of}: it starts when a slot "
+                                       "or token frees; this is not a retry")]
 
 
 def _active(rec: TaskRecord, now: float, servers: list[ServerInfo]) -> list[Finding]:

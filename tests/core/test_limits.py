@@ -63,8 +63,8 @@ def test_expired_lease_gives_its_slot_back(redis_url: str, r: redis.Redis) -> No
     for _ in range(2):
         c.enqueue(Task("email:send", b""))
     set_limit(r, Limit("email:*", concurrency=1))
-    assert len(dequeue(r, lease=0.5)) == 1
-    time.sleep(math.ceil(time.time() + 0.5) - time.time() + 0.1)  # lease scores are whole seconds, rounded up  # the holder's lease runs out (its worker died): no permit leaks
+    assert len(dequeue(r, lease=0.5)) == 1  # its worker dies; its lease runs out: no permit leaks
+    time.sleep(math.ceil(time.time() + 0.5) - time.time() + 0.1)  # whole-second lease scores
     assert len(dequeue(r)) == 1
 
 

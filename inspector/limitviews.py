@@ -1,0 +1,77 @@
+"""The `asynqpy limit` commands: set, list and remove flow-control limits (asynqpy.limits)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from asynqpy.errors import InvalidArgumentError, UsageError
+from asynqpy.limits import Limit, Usage, parse_rate
+from inspector.api import Inspector
+from inspector.textout import table
+from inspector.views import Out
+
+GO_NOTE = "(only asynqpy workers obey limits; Go asynq workers do not read them)"
+
+
+def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    from inspector.cli import run
+    limit = subparsers.add_parser("limit", help="fleet-wide concurrency and rate limits per task type").add_subparsers(
+        dest="limit_command", metavar="subcommand", required=True)
+    help = "set a limit on task types matching PATTERN ('*' matches anything): --concurrency and/or --rate"
+    p = limit.add_parser("set", help=help, description=help, parents=parents)
+    p.add_argument("pattern", help="task type pattern, e.g. 'email:*' or sync:crm")
+    p.add_argument("--concurrency", type=int, default=0, help="at most N running at once across the fleet")
+    p.add_argument("--rate", help="at most this many starts, e.g. 100/s, 600/m, 5000/h")
+    p.add_argument("--burst", type=float, default=0.0, help="starts allowed at once after a quiet spell "
+                                                            "(default: the rate per second, at least 1)")
+    p.add_argument("--key", default="", help="hold the limit per value of header.NAME or payload.FIELD")
+    p.set_defaults(func=lambda args: run(limit_set, args))
+    help = "limits with their use now (running / limit, tokens, waiting tasks)"
+    limit.add_parser("ls", help=help, description=help, parents=parents).set_defaults(
+        func=lambda args: run(limit_ls, args))
+    help = "remove a limit; tasks waiting on it go back to pending"
+    p = limit.add_parser("rm", help=help, description=help, parents=parents)
+    p.add_argument("pattern", help="the limit's pattern, as `asynqpy limit ls` shows it")
+    p.set_defaults(func=lambda args: run(limit_rm, args))
+
+
+def limit_set(insp: Inspector, args: argparse.Namespace) -> Out:
+    try:
+        rate = parse_rate(args.rate) if args.rate else 0.0
+        lim = Limit(args.pattern, concurrency=args.concurrency, rate=rate, burst=args.burst, key=args.key)
+    except InvalidArgumentError as exc:
+        raise UsageError(str(exc)) from exc
+    insp.set_limit(lim)
+    return Out(lim, f"limit {lim.pattern}: {lim.describe()}\n{GO_NOTE}")
+
+
+def usage_rows(usages: list[Usage]) -> str:
+    rows = []
+    for u in usages:
+        running = f"{u.running}/{u.limit.concurrency}" if u.limit.concurrency else "-"
+        if u.limit.concurrency and u.limit.key:
+            running += f" in {u.partitions} key(s)"
+        tokens = "-" if u.tokens is None else f"{u.tokens:.1f}/{u.limit.bucket:g}"
+        rows.append([u.limit.pattern, u.queue, u.limit.describe(), running, tokens, u.waiting])
+    return table(["LIMIT", "QUEUE", "RULE", "RUNNING", "TOKENS", "WAITING"], rows)
+
+
+def limit_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    lims = insp.limits()
+    if not lims:
+        return Out([], "no limits")
+    usages = insp.limit_usage()
+    held = {u.limit.pattern for u in usages}
+    text = usage_rows(usages) if usages else ""
+    idle = [lim for lim in lims if lim.pattern not in held]
+    if idle:
+        text += ("\n" if text else "") + "\n".join(f"{lim.pattern}: {lim.describe()} (no queue holds it yet; "
+                                                   "servers copy it at start)" for lim in idle)
+    return Out({"limits": lims, "usage": usages}, f"{text}\n{GO_NOTE}")
+
+
+def limit_rm(insp: Inspector, args: argparse.Namespace) -> Out:
+    gone = insp.remove_limit(args.pattern)
+    return Out({"pattern": args.pattern, "removed": gone},
+               f"limit {args.pattern} removed" if gone else f"no limit {args.pattern!r}", ok=gone)
