@@ -137,7 +137,8 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
 @dataclass(frozen=True)
 class Usage:
     """What a limit holds in one queue now: running (concurrency slots held, over all partitions), tokens
-    (of the unpartitioned bucket, None when partitioned or no rate), waiting tasks, and the partitions in use."""
+    (of the unpartitioned bucket, None when partitioned or no rate), waiting tasks, the partitions in use, and
+    waits_total: how many times a task was held back by it so far."""
 
     queue: str
     limit: Limit
@@ -145,6 +146,7 @@ class Usage:
     tokens: float | None
     waiting: int
     partitions: int
+    waits_total: int = 0
 
 
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
@@ -165,7 +167,8 @@ def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None)
         member = _text(m)
         if member.startswith(head):
             waiting += int(r.llen(keys.limit_wait_list(queue, member)))
-    return Usage(queue, limit, running, tokens, waiting, parts)
+    total = int(r.hget(keys.limit_waits(queue), limit.pattern) or 0)
+    return Usage(queue, limit, running, tokens, waiting, parts, total)
 
 
 def usages(r: redis.Redis) -> list[Usage]:

@@ -53,8 +53,8 @@ def usage_rows(usages: list[Usage]) -> str:
         if u.limit.concurrency and u.limit.key:
             running += f" in {u.partitions} key(s)"
         tokens = "-" if u.tokens is None else f"{u.tokens:.1f}/{u.limit.bucket:g}"
-        rows.append([u.limit.pattern, u.queue, u.limit.describe(), running, tokens, u.waiting])
-    return table(["LIMIT", "QUEUE", "RULE", "RUNNING", "TOKENS", "WAITING"], rows)
+        rows.append([u.limit.pattern, u.queue, u.limit.describe(), running, tokens, u.waiting, u.waits_total])
+    return table(["LIMIT", "QUEUE", "RULE", "RUNNING", "TOKENS", "WAITING", "HELD BACK"], rows)
 
 
 def limit_ls(insp: Inspector, args: argparse.Namespace) -> Out:

@@ -158,6 +158,11 @@ def limit_waiting(q: str) -> str:
     return f"asynqpy:{{{q}}}:lwaiting"
 
 
+def limit_waits(q: str) -> str:
+    """Limit name -> how many times a task was held back by it (a counter)."""
+    return f"asynqpy:{{{q}}}:lwaits"
+
+
 def limit_wait_list(q: str, member: str) -> str:
     return f"asynqpy:{{{q}}}:lwait:{member}"
 

@@ -15,6 +15,8 @@ from asynqpy.limits import limits, lua_pattern, parse_rate, remove_limit, set_li
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 
+pytestmark = pytest.mark.cluster_too
+
 
 def dequeue(r: redis.Redis, n: int = 10, q: str = "default", lease: float = 30) -> list[str]:
     rows = SyncRunner(r).run(broker.dequeue_timed(q, lease_expiry=time.time() + lease, count=n))
@@ -121,3 +123,19 @@ def test_no_limits_dequeue_unchanged(redis_url: str, r: redis.Redis) -> None:
     for _ in range(3):
         c.enqueue(Task("email:send", b""))
     assert len(dequeue(r)) == 3
+
+
+def test_server_applies_code_defaults_at_start_without_overriding_stored_limits(redis_url: str,
+                                                                                r: redis.Redis) -> None:
+    from asynqpy import ServeMux
+    from tests.helpers import running
+    set_limit(r, Limit("sync:*", concurrency=7))  # set with the CLI earlier: survives restarts
+    defaults = (Limit("email:*", concurrency=3), Limit("sync:*", concurrency=1))
+    with running(redis_url, ServeMux(), queues={"mail": 1}, limits=defaults):
+        pass
+    assert {lim.pattern: lim.concurrency for lim in limits(r)} == {"email:*": 3, "sync:*": 7}
+    stored = {k.decode() for k in r.hkeys(keys.queue_limits("mail"))}
+    assert stored == {"email:*", "sync:*"}  # the server's queue got its copy
+    with pytest.raises(InvalidArgumentError):
+        from asynqpy.config import ServerConfig
+        ServerConfig(limits=("email:*",))  # type: ignore[arg-type]
