@@ -17,8 +17,8 @@ from typing import Any
 
 import redis
 
+from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.rdb.scripts import Call, SyncRunner
-from inspector.audit import redis_errors
 from inspector.scripts import script
 
 SESSION_PREFIX = "asynqpy:{web}:session:"
@@ -61,7 +61,7 @@ class SessionStore:
         """A new session for user with a fresh random id (the cookie carries it); stamp: see WebSession."""
         now = self.clock()
         sid = secrets.token_urlsafe(32)
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             pipe = self.redis.pipeline(transaction=True)
             pipe.hset(_key(sid), mapping={"user": user, "created": repr(now), "seen": repr(now), "stamp": stamp})
             pipe.expire(_key(sid), self._ttl(now, now))
@@ -78,7 +78,7 @@ class SessionStore:
         if not sid or not isinstance(sid, str):
             return None
         key = _key(sid)
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             user, created, seen, stamp = self.redis.hmget(key, "user", "created", "seen", "stamp")
             if user is None or created is None:
                 return None
@@ -99,7 +99,7 @@ class SessionStore:
         """End one session (logout). True when it was live."""
         if not sid:
             return False
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             user = self.redis.hget(_key(sid), "user")
             n = self.redis.delete(_key(sid))
             if user is not None:
@@ -108,7 +108,7 @@ class SessionStore:
 
     def end_user(self, user: str) -> int:
         """End every session of user (after a password change or removal). Returns how many were live."""
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             keys = list(self.redis.smembers(USER_SESSIONS_PREFIX + user))
             n = int(self.redis.delete(*keys)) if keys else 0
             self.redis.delete(USER_SESSIONS_PREFIX + user)
@@ -147,7 +147,7 @@ class LoginThrottle:
     def check(self, user: str, addr: str) -> ThrottleState:
         """Whether a login attempt for user from addr must be refused now (checked before the password)."""
         ku, ka = self._keys(user, addr)
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             pipe = self.redis.pipeline(transaction=False)
             pipe.get(ku)
             pipe.ttl(ku)
@@ -163,7 +163,7 @@ class LoginThrottle:
 
     def failed(self, user: str, addr: str) -> ThrottleState:
         """Count one failed login (one atomic script for both counters); says whether the next is refused."""
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             reply: list[Any] = self.runner.run(Call(script("login_failed"), self._keys(user, addr), (self.window,),
                                                     list))
         (nu, tu), (na, ta) = reply
@@ -172,5 +172,5 @@ class LoginThrottle:
 
     def succeeded(self, user: str) -> None:
         """Forget the account's failures (the address's stay counted)."""
-        with redis_errors():
+        with reaching(url_of(self.redis)):
             self.redis.delete(self._keys(user, "")[0])

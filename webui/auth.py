@@ -130,13 +130,14 @@ def refuse_in_read_only() -> None:
     """Before every request: in read-only mode no state-changing request gets to a view (login aside)."""
     if (security.read_only() and request.method not in csrf.SAFE_METHODS
             and request.endpoint not in ("auth.login", "auth.logout")):
+        audit.refused_request("the dashboard is read-only: no changes can be made")
         abort(403, description="the dashboard is read-only: no changes can be made")
 
 
 def require_role(role: str) -> Callable[[F], F]:
     """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
 
-    A refused change (non-GET) is written to the audit log with outcome "denied". Raises ValueError at
+    A refused request is counted in the audit log's refused requests (webui.audit.refused_request). Raises ValueError at
     decoration time for an unknown role.
     """
     if role not in ROLES:
@@ -154,9 +155,7 @@ def require_role(role: str) -> Callable[[F], F]:
             elif not role_allows(user.role, role):
                 reason = f"this needs the {role} role; {user.name} is {user.role}"
             if reason is not None:
-                if request.method not in csrf.SAFE_METHODS:
-                    audit.record(request.endpoint or request.path, queue=kwargs.get("queue") or kwargs.get("q"),
-                                 outcome="denied", detail=reason)
+                audit.refused_request(reason)
                 abort(403, description=reason)
             return view(*args, **kwargs)
 
@@ -186,8 +185,7 @@ def login() -> Any:
     addr = security.client_address()
     throttled = st.throttle.check(name, addr)
     if throttled.blocked:
-        audit.record("login.failed", outcome="denied", user=name, role="",
-                     detail=f"throttled: too many failed logins, {throttled.retry_after}s left")
+        audit.record_refused("login.failed", outcome="throttled", user=name, detail="too many failed logins")
         minutes = max(1, (throttled.retry_after + 59) // 60)
         msg = f"Too many failed logins. Try again in {minutes} minute{'s' if minutes > 1 else ''}."
         resp = render_template("login.html", next=nxt, error=msg, username=name)
@@ -195,7 +193,7 @@ def login() -> Any:
     user = st.users.authenticate(name, password)
     if user is None:
         st.throttle.failed(name, addr)
-        audit.record("login.failed", outcome="error", user=name, role="", detail="wrong username or password")
+        audit.record_refused("login.failed", outcome="failed", user=name, detail="wrong username or password")
         return render_template("login.html", next=nxt, error=LOGIN_FAILED, username=name), 401
     st.throttle.succeeded(name)
     old = session.get("sid")

@@ -15,7 +15,9 @@ response headers, client addresses behind trusted proxies, request ids, and the 
   ASYNQPY_AUTH_DEFAULT_ROLE   role of a proxy user in no mapped group ("" = refused with 403)
   ASYNQPY_SESSION_IDLE, ASYNQPY_SESSION_MAX_AGE   seconds: 3600 and 43200
   ASYNQPY_LOGIN_MAX_PER_USER, _PER_ADDR, ASYNQPY_LOGIN_WINDOW   5 and 20 failed logins per 900 s
-  ASYNQPY_AUDIT_CAP       records kept in asynqpy:{audit} (100000)
+  ASYNQPY_AUDIT_CAP       records kept in asynqpy:{audit} before the oldest are spilled and trimmed (100000)
+  ASYNQPY_AUDIT_DIR       audit key, anchor and spill file (None: beside the users file; webui.audit)
+  ASYNQPY_AUDIT_REFUSED_WINDOW  seconds per aggregate of refused requests (300)
   ASYNQPY_SECURE_COOKIES  None: Secure when the request came over TLS; True/False to force it
   ASYNQPY_CLOCK           Unix-seconds clock (tests)
 
@@ -61,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_LOGIN_MAX_PER_ADDR": 20,
     "ASYNQPY_LOGIN_WINDOW": 900,
     "ASYNQPY_AUDIT_CAP": 100_000,
+    "ASYNQPY_AUDIT_DIR": None,
+    "ASYNQPY_AUDIT_REFUSED_WINDOW": 300,
     "ASYNQPY_SECURE_COOKIES": None,
     "ASYNQPY_CLOCK": time.time,
 }
@@ -103,10 +107,9 @@ class AuthState:
 
     @property
     def audit(self) -> AuditLog:
-        if "audit" not in self._stores:
-            self._stores["audit"] = AuditLog(self._redis(), cap=current_app.config["ASYNQPY_AUDIT_CAP"],
-                                             clock=self.clock)
-        return self._stores["audit"]
+        from webui import audit  # it reads this module's state(); the log, its key and anchor are made there
+
+        return audit.audit_log()
 
 
 def state() -> AuthState:
