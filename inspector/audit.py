@@ -180,14 +180,12 @@ class AuditLog:
     def open(cls, connection: redis.Redis, directory: Path, *, writer: bool, cap: int = DEFAULT_CAP,
              clock: Callable[[], float] = time.time) -> AuditLog:
         """The log with the key, anchor and spill file of an audit directory (inspector.auditkey). A writer makes
-        the key when there is none; a reader without a key can list, and verify says there is none.
+        the key when there is none.
 
-        Raises OSError when the key file cannot be read or made.
+        Raises AuditKeyMissingError for a reader when there is no key, OSError when the key file cannot be read
+        or made.
         """
-        try:
-            key: bytes | None = load_key(directory, create=writer)
-        except AuditKeyMissingError:
-            key = None
+        key = load_key(directory, create=writer)
         return cls(connection, key=key, cap=cap, anchor=AnchorFile(directory / ANCHOR_FILE),
                    spill_to=directory / SPILL_FILE, clock=clock)
 

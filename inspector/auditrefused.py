@@ -120,7 +120,7 @@ class RefusedLog:
                 out.extend(_aggregates(self.redis.hgetall(key), float(key.rsplit(b":", 1)[1])))
                 if len(out) >= limit:
                     break
-        out.sort(key=lambda c: c.last, reverse=True)
+        out.sort(key=lambda c: (c.last, c.first, c.action, c.user, c.addr), reverse=True)
         return out[:limit]
 
 

@@ -4,15 +4,17 @@
 -- this many aggregates per window (the rest count in the "overflow" one), ARGV[5] seconds to keep a window,
 -- ARGV[6] the window's start, ARGV[7] the overflow aggregate's description, ARGV[8] task ids (a JSON array)
 -- ARGV[9] at most this many task ids kept per aggregate
--- Fields per aggregate <id>: the description; <id>:n the count; <id>:first, <id>:last the times; <id>:ids.
+-- Fields per aggregate <id>: the description; <id>:n the count; <id>:first, <id>:last the times; <id>:ids;
+-- and :aggregates, how many the window holds.
 -- Returns the aggregate's count after this one.
 local id = ARGV[1]
 if redis.call('HEXISTS', KEYS[1], id) == 0 then
-  if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) * 5 then
+  if tonumber(redis.call('HGET', KEYS[1], ':aggregates') or '0') >= tonumber(ARGV[4]) then
     id = 'overflow'
     redis.call('HSETNX', KEYS[1], id, ARGV[7])
   else
     redis.call('HSET', KEYS[1], id, ARGV[2])
+    redis.call('HINCRBY', KEYS[1], ':aggregates', 1)
   end
   redis.call('HSETNX', KEYS[1], id .. ':first', ARGV[3])
 end
