@@ -219,7 +219,8 @@ def test_the_cap_trims_only_through_a_checkpoint_that_spills(r: redis.Redis, tmp
     # every action record is either still in the stream or in the spill file, none twice
     assert sorted([x["id"] for x in spilled if x["action"] != CHECKPOINT] + [x.id for x in kept]) == sorted(ids)
     ckpt = next(x for x in log.list().records if x.action == CHECKPOINT)
-    assert ckpt.keep_from == v.first_seq and "trimmed by the cap of 10" in ckpt.detail and str(SPILL_FILE) in ckpt.detail
+    assert ckpt.keep_from == v.first_seq and "trimmed by the cap of 10" in ckpt.detail
+    assert str(SPILL_FILE) in ckpt.detail
     trimmed = log.trimmed()
     assert trimmed is not None and trimmed.keep_from == v.first_seq
     # trimming past the checkpoint by hand is caught
@@ -271,6 +272,6 @@ def test_bad_arguments_and_redis_down(tmp_path: Path) -> None:
         log.append("x", outcome="ok")
     assert str(exc.value).startswith("cannot reach Redis at redis://127.0.0.1:1/0: ")
     assert "Redis is unavailable" not in str(exc.value) and exc.value.kind == "connection"
-    with pytest.raises(RedisUnavailableError, match="cannot reach Redis at redis://127.0.0.1:1/0"):
+    with pytest.raises(RedisUnavailableError, match=r"cannot reach Redis at redis://127\.0\.0\.1:1/0"):
         verify(log)
     assert HEAD == "asynqpy:{audit}:head" and STREAM == "asynqpy:{audit}"  # one slot on a cluster
