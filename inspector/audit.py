@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from asynqpy.rdb.scripts import Call, SyncRunner
 from inspector.auditkey import ANCHOR_FILE, SPILL_FILE, AnchorFile, AuditKeyMissingError, load_key, spill
 from inspector.scripts import script
 
+log = logging.getLogger("asynqpy.audit")
 STREAM = "asynqpy:{audit}"
 HEAD = "asynqpy:{audit}:head"
 TRIM_LOCK = "asynqpy:{audit}:trimming"
@@ -215,7 +217,11 @@ class AuditLog:
                            detail=(detail or "")[:MAX_DETAIL], request_id=request_id)
         rec, length = self._chain(base)
         if length > self.cap:
-            self._trim(length)
+            try:
+                self._trim(length)
+            except (OSError, AsynqError) as exc:  # nothing was trimmed: the stream stays past the cap until it can
+                log.error("audit log past its cap of %d but not trimmed (no record is dropped unspilled): %s",
+                          self.cap, exc)
         return rec
 
     def _chain(self, base: AuditRecord, trim_to: tuple[str, int] | None = None) -> tuple[AuditRecord, int]:
@@ -237,7 +243,10 @@ class AuditLog:
                 if int(reply[0]) == 1:
                     rec = AuditRecord(**{**body, "task_ids": base.task_ids, "mac": mac, "id": _sid(reply[1])})
                     if self.anchor is not None:
-                        self.anchor.advance(seq, mac, rec.id, keep_from or None)
+                        try:
+                            self.anchor.advance(seq, mac, rec.id, keep_from or None)
+                        except OSError as exc:  # the record is stored; verify will say the anchor lags behind
+                            log.error("could not move the audit anchor %s to seq %d: %s", self.anchor.path, seq, exc)
                     return rec, int(reply[2])
                 head_mac, head_seq = self.redis.hmget(HEAD, "mac", "seq")
         raise AsynqError("the audit log is too busy: could not append a record after many attempts")

@@ -43,7 +43,7 @@ def record(action: str, *, queue: str | None = None, task_ids: list[str] | tuple
            count: int | None = None, outcome: str, detail: str | None = None, user: str | None = None,
            role: str | None = None) -> AuditRecord | None:
     """Write one audit record for the current request and return it; None when Redis was unavailable and only
-    the log line was written. user/role default to g.user's.
+    the log line was written (Redis unavailable, or the audit key unreadable). user/role default to g.user's.
 
     Raises InvalidArgumentError for a blank action or an outcome that is not a short word.
     """
@@ -54,7 +54,7 @@ def record(action: str, *, queue: str | None = None, task_ids: list[str] | tuple
         "count": count, "detail": detail}
     try:
         rec = audit_log().append(action, outcome=outcome, **fields)
-    except RedisUnavailableError as exc:
+    except (RedisUnavailableError, OSError) as exc:  # Redis away, or the audit key cannot be read or made
         line = {**fields, "action": action, "outcome": outcome, "time": security.state().clock(), "stored": False,
                 "error": str(exc)}
         log.warning("%s", json.dumps(line, sort_keys=True, default=list))

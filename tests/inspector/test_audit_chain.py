@@ -275,3 +275,11 @@ def test_bad_arguments_and_redis_down(tmp_path: Path) -> None:
     with pytest.raises(RedisUnavailableError, match=r"cannot reach Redis at redis://127\.0\.0\.1:1/0"):
         verify(log)
     assert HEAD == "asynqpy:{audit}:head" and STREAM == "asynqpy:{audit}"  # one slot on a cluster
+
+
+def test_no_trim_when_the_spill_file_cannot_be_written(r: redis.Redis, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    log = AuditLog(r, key=b"k", cap=5, spill_to=tmp_path / "a-file" / SPILL_FILE)
+    _fill(log, 12)
+    assert r.xlen(STREAM) == 12  # past the cap, but nothing left the stream unspilled
+    assert verify(log).ok and log.trimmed() is None
