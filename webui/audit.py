@@ -86,9 +86,10 @@ def record_refused(action: str, *, outcome: str, user: str | None = None, queue:
     return n
 
 
-def refused_request(reason: str, outcome: str = "denied") -> int:
+def refused_request(reason: str, outcome: str = "denied", *, queue: str | None = None,
+                    task_ids: list[str] | None = None) -> int:
     """record_refused() for the current request: its verb (e.g. "tasks.delete", "queue.pause", "task.run", or
-    the page's endpoint for a read), queue and task ids come from its URL and form."""
+    the page's endpoint for a read), queue and task ids come from its URL and form unless given."""
     args = request.view_args or {}
     verb = args.get("action")
     if verb:
@@ -96,11 +97,13 @@ def refused_request(reason: str, outcome: str = "denied") -> int:
         action = f"{thing}.{verb}" + ("_all" if thing == "tasks" and request.form.get("all") == "1" else "")
     else:
         action = request.endpoint or request.path[:100]
-    ids = [str(args["task_id"])] if "task_id" in args else []
-    if request.method not in ("GET", "HEAD", "OPTIONS"):
-        ids += [i.strip() for part in request.form.getlist("ids") for i in part.split(",") if i.strip()]
-    queue = args.get("queue") or args.get("q")
-    return record_refused(action, outcome=outcome, queue=str(queue) if queue else None,
+    ids = list(task_ids or ())
+    if task_ids is None:
+        ids = [str(args["task_id"])] if "task_id" in args else []
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            ids += [i.strip() for part in request.form.getlist("ids") for i in part.split(",") if i.strip()]
+    where = queue if queue is not None else args.get("queue") or args.get("q")
+    return record_refused(action, outcome=outcome, queue=str(where) if where else None,
                           task_ids=list(dict.fromkeys(ids))[:MAX_REFUSED_IDS], detail=reason)
 
 

@@ -37,8 +37,8 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
-from webui import audit, csrf, security
-from webui.users import ROLES, User, role_allows
+from webui import access, audit, csrf, security
+from webui.users import ROLES, User
 
 log = logging.getLogger("asynqpy.web")
 bp = Blueprint("auth", __name__)
@@ -137,7 +137,8 @@ def refuse_in_read_only() -> None:
 def require_role(role: str) -> Callable[[F], F]:
     """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
 
-    A refused request is counted in the audit log's refused requests (webui.audit.refused_request). Raises ValueError at
+    On a view with a <queue> the user's role on that queue counts (webui.access.require: a hidden queue is a
+    404). A refused change (non-GET) is counted in the audit log's refused requests. Raises ValueError at
     decoration time for an unknown role.
     """
     if role not in ROLES:
@@ -146,17 +147,7 @@ def require_role(role: str) -> Callable[[F], F]:
     def wrap(view: F) -> F:
         @functools.wraps(view)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            user = g.get("user")
-            if user is None:
-                abort(401)
-            reason = None
-            if role != "viewer" and security.read_only() and request.method not in csrf.SAFE_METHODS:
-                reason = "the dashboard is read-only: no changes can be made"
-            elif not role_allows(user.role, role):
-                reason = f"this needs the {role} role; {user.name} is {user.role}"
-            if reason is not None:
-                audit.refused_request(reason)
-                abort(403, description=reason)
+            access.require(kwargs.get("queue"), role)  # per-queue roles: a hidden queue is a 404
             return view(*args, **kwargs)
 
         return cast(F, guarded)
@@ -164,12 +155,10 @@ def require_role(role: str) -> Callable[[F], F]:
     return wrap
 
 
-def can(role: str) -> bool:
-    """For templates: whether the signed-in user may do what role allows (False in read-only mode above viewer)."""
-    user = g.get("user")
-    if user is None or not role_allows(user.role, role):
-        return False
-    return role == "viewer" or not security.read_only()
+def can(role: str, queue: str | None = None) -> bool:
+    """For templates: whether the signed-in user may do what role allows on queue (default: the queue of the
+    page, by their per-queue role; False in read-only mode above viewer)."""
+    return access.can(role, queue)
 
 
 @bp.route("/login", methods=["GET", "POST"])
