@@ -107,6 +107,9 @@ def load_user() -> Response | None:
     if g.user is None and isinstance(sid, str):
         st = security.state()
         live = st.sessions.get(sid)
+        if live is not None and live.via == "oidc":  # signed in at the identity provider: no users-file entry
+            g.user = User(live.user, live.role, sso=True) if live.role in ROLES else None
+            return None if g.user is not None else _to_login()
         stored = st.users.get(live.user) if live else None
         if live is not None and (stored is None or live.stamp != st.users.stamp(live.user)):
             st.sessions.end(sid)  # removed, or password changed since: this session is over
@@ -116,6 +119,11 @@ def load_user() -> Response | None:
         g.user = stored
     if g.user is not None or request.endpoint == "auth.login":
         return None
+    return _to_login()
+
+
+def _to_login() -> Response:
+    """Anonymous: to the login page, back here afterwards (htmx: an HX-Redirect to the page it polls from)."""
     target = request.script_root + request.full_path.rstrip("?")
     if request.headers.get("HX-Request"):
         # back to the page the browser shows after login, not to the partial it was polling
