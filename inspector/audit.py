@@ -34,15 +34,16 @@ from typing import Any
 import redis
 
 from asynqpy.errors import AsynqError, InvalidArgumentError
-from asynqpy.rdb.failures import reaching, url_of
-from asynqpy.rdb.scripts import Call, SyncRunner
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import SyncDoor
 from inspector.auditkey import ANCHOR_FILE, SPILL_FILE, AnchorFile, AuditKeyMissingError, load_key, spill
 from inspector.scripts import script
 
 log = logging.getLogger("asynqpy.audit")
-STREAM = "asynqpy:{audit}"
-HEAD = "asynqpy:{audit}:head"
-TRIM_LOCK = "asynqpy:{audit}:trimming"
+STREAM = keys.AUDIT_STREAM
+HEAD = keys.AUDIT_HEAD
+TRIM_LOCK = keys.AUDIT_TRIM_LOCK
 CHECKPOINT = "audit.checkpoint"
 DEFAULT_CAP = 100_000
 MAX_IDS = 100  # task ids kept in one record; the count says how many there were
@@ -155,23 +156,22 @@ def parse_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> AuditRecor
 
 
 class AuditLog:
-    """Appends, lists and reads the audit chain on a binary redis.Redis connection.
+    """Appends, lists and reads the audit chain on a binary redis.Redis connection, or the door
+    (asynqpy.rdb.syncdoor) of one, through which every command goes.
 
     key: the HMAC key (None: this log can list but not append). cap: past this many records the oldest are
     spilled and trimmed by a checkpoint (trimming keeps about 90% of cap). anchor: the anchor file to move
     forward (None: none). spill_to: the JSON-lines file trimmed records are appended to first (None: only the
-    asynqpy.audit log lines hold them). clock: Unix seconds. Every method raises RedisUnavailableError when Redis
-    cannot be reached (RedisCommandError for a refused command).
+    asynqpy.audit log lines hold them). clock: Unix seconds. Every method raises RedisUnavailableError (the
+    subclass of its kind) for Redis trouble that passes, RedisCommandError for a command Redis refused.
     """
 
-    def __init__(self, connection: redis.Redis, *, key: bytes | None = None, cap: int = DEFAULT_CAP,
+    def __init__(self, connection: redis.Redis | SyncDoor, *, key: bytes | None = None, cap: int = DEFAULT_CAP,
                  anchor: AnchorFile | None = None, spill_to: Path | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 2:
             raise InvalidArgumentError(f"cap must be an int of at least 2, got {cap!r}", argument="cap")
-        self.redis: Any = connection  # binary replies; redis-py types them loosely
-        self.url = url_of(connection)
-        self.runner = SyncRunner(connection)
+        self.door = SyncDoor.of(connection)
         self.key = key
         self.cap = cap
         self.anchor = anchor
@@ -179,7 +179,7 @@ class AuditLog:
         self.clock = clock
 
     @classmethod
-    def open(cls, connection: redis.Redis, directory: Path, *, writer: bool, cap: int = DEFAULT_CAP,
+    def open(cls, connection: redis.Redis | SyncDoor, directory: Path, *, writer: bool, cap: int = DEFAULT_CAP,
              clock: Callable[[], float] = time.time) -> AuditLog:
         """The log with the key, anchor and spill file of an audit directory (inspector.auditkey). A writer makes
         the key when there is none.
@@ -190,9 +190,6 @@ class AuditLog:
         key = load_key(directory, create=writer)
         return cls(connection, key=key, cap=cap, anchor=AnchorFile(directory / ANCHOR_FILE),
                    spill_to=directory / SPILL_FILE, clock=clock)
-
-    def reaching(self) -> Any:
-        return reaching(self.url)
 
     def append(self, action: str, *, outcome: str, user: str = "", role: str = "", addr: str = "",
                queue: str | None = None, task_ids: list[str] | tuple[str, ...] | None = None,
@@ -230,57 +227,54 @@ class AuditLog:
         if self.key is None:
             raise AuditKeyMissingError("this audit log has no key to chain records with")
         keep_id, keep_from = trim_to or ("", 0)
-        with self.reaching():
-            head_mac, head_seq = self.redis.hmget(HEAD, "mac", "seq")
-            for _ in range(_RETRIES):
-                prev = head_mac.decode() if head_mac else ""
-                seq = int(head_seq) + 1 if head_seq else 1
-                body = base.body() | {"seq": seq, "prev": prev}
-                mac = record_mac(self.key, body)
-                reply: list[Any] = self.runner.run(Call(script("audit_append"), (STREAM, HEAD),
-                                                        (prev, canonical(body | {"mac": mac}), mac, seq, keep_id,
-                                                         keep_from), list))
-                if int(reply[0]) == 1:
-                    rec = AuditRecord(**{**body, "task_ids": base.task_ids, "mac": mac, "id": _sid(reply[1])})
-                    if self.anchor is not None:
-                        try:
-                            self.anchor.advance(seq, mac, rec.id, keep_from or None)
-                        except OSError as exc:  # the record is stored; verify will say the anchor lags behind
-                            log.error("could not move the audit anchor %s to seq %d: %s", self.anchor.path, seq, exc)
-                    return rec, int(reply[2])
-                head_mac, head_seq = self.redis.hmget(HEAD, "mac", "seq")
+        head_mac, head_seq = self.door.command("HMGET", HEAD, "mac", "seq")
+        for _ in range(_RETRIES):
+            prev = head_mac.decode() if head_mac else ""
+            seq = int(head_seq) + 1 if head_seq else 1
+            body = base.body() | {"seq": seq, "prev": prev}
+            mac = record_mac(self.key, body)
+            reply: list[Any] = self.door.run(Call(script("audit_append"), (STREAM, HEAD),
+                                                  (prev, canonical(body | {"mac": mac}), mac, seq, keep_id,
+                                                   keep_from), list))
+            if int(reply[0]) == 1:
+                rec = AuditRecord(**{**body, "task_ids": base.task_ids, "mac": mac, "id": _sid(reply[1])})
+                if self.anchor is not None:
+                    try:
+                        self.anchor.advance(seq, mac, rec.id, keep_from or None)
+                    except OSError as exc:  # the record is stored; verify will say the anchor lags behind
+                        log.error("could not move the audit anchor %s to seq %d: %s", self.anchor.path, seq, exc)
+                return rec, int(reply[2])
+            head_mac, head_seq = self.door.command("HMGET", HEAD, "mac", "seq")
         raise AsynqError("the audit log is too busy: could not append a record after many attempts")
 
     def _trim(self, length: int) -> None:
         """Spill the oldest records past ~90% of the cap, then trim them by a checkpoint (one writer at a time:
         the others go on; the next append past the cap tries again)."""
-        with self.reaching():
-            if not self.redis.set(TRIM_LOCK, b"1", nx=True, ex=60):
+        if not self.door.command("SET", TRIM_LOCK, b"1", "NX", "EX", 60):
+            return
+        try:
+            keep = self.cap - max(1, self.cap // 10)
+            gone = self.door.command("XRANGE", STREAM, "-", "+", "COUNT", length - keep + 1)
+            if len(gone) < length - keep + 1:
                 return
-            try:
-                keep = self.cap - max(1, self.cap // 10)
-                gone = self.redis.xrange(STREAM, "-", "+", count=length - keep + 1)
-                if len(gone) < length - keep + 1:
-                    return
-                first_kept = gone.pop()
-                records = [parse_entry(sid, f) for sid, f in gone]
-                kept = parse_entry(*first_kept)
-                where = "not spilled: the asynqpy.audit log lines hold them"
-                if self.spill_to is not None:
-                    spill(self.spill_to, [r.to_json() for r in records])
-                    where = f"spilled to {self.spill_to}"
-                first = records[0].seq if records else kept.seq
-                ckpt = AuditRecord(action=CHECKPOINT, outcome="ok", time=round(self.clock(), 6), count=len(records),
-                                   detail=f"records seq {first}..{kept.seq - 1} trimmed by the cap of {self.cap}; "
-                                          f"{where}", keep_from=kept.seq)
-                self._chain(ckpt, trim_to=(kept.id, kept.seq))
-            finally:
-                self.redis.delete(TRIM_LOCK)
+            first_kept = gone.pop()
+            records = [parse_entry(sid, f) for sid, f in gone]
+            kept = parse_entry(*first_kept)
+            where = "not spilled: the asynqpy.audit log lines hold them"
+            if self.spill_to is not None:
+                spill(self.spill_to, [r.to_json() for r in records])
+                where = f"spilled to {self.spill_to}"
+            first = records[0].seq if records else kept.seq
+            ckpt = AuditRecord(action=CHECKPOINT, outcome="ok", time=round(self.clock(), 6), count=len(records),
+                               detail=f"records seq {first}..{kept.seq - 1} trimmed by the cap of {self.cap}; "
+                                      f"{where}", keep_from=kept.seq)
+            self._chain(ckpt, trim_to=(kept.id, kept.seq))
+        finally:
+            self.door.command("DEL", TRIM_LOCK)
 
     def trimmed(self) -> Trimmed | None:
         """What the newest checkpoint says (from the head; for display), None when nothing was ever trimmed."""
-        with self.reaching():
-            keep_from, ckpt = self.redis.hmget(HEAD, "keep_from", "ckpt")
+        keep_from, ckpt = self.door.command("HMGET", HEAD, "keep_from", "ckpt")
         return Trimmed(int(keep_from), _sid(ckpt)) if keep_from and ckpt else None
 
     def list(self, *, user: str | None = None, action: str | None = None, queue: str | None = None,
@@ -298,42 +292,39 @@ class AuditLog:
         out: list[AuditRecord] = []
         scanned = 0
         last_id: str | None = None
-        with self.reaching():
-            while scanned < max_scan:
-                batch = self.redis.xrevrange(STREAM, top, "-", count=min(500, max_scan - scanned))
-                if not batch:
-                    return AuditPage(tuple(out), None)
-                for entry_id, fields in batch:
-                    scanned += 1
-                    try:
-                        rec = parse_entry(entry_id, fields)
-                    except ValueError:
-                        rec = AuditRecord(action="(unreadable)", outcome="error", time=_id_time(entry_id),
-                                          id=_sid(entry_id))
-                    last_id = rec.id
-                    if _matches(rec, user, action, queue, since, until):
-                        out.append(rec)
-                        if len(out) == limit:
-                            return AuditPage(tuple(out), rec.id)
-                top = f"({last_id}"
+        while scanned < max_scan:
+            batch = self.door.command("XREVRANGE", STREAM, top, "-", "COUNT", min(500, max_scan - scanned))
+            if not batch:
+                return AuditPage(tuple(out), None)
+            for entry_id, fields in batch:
+                scanned += 1
+                try:
+                    rec = parse_entry(entry_id, fields)
+                except ValueError:
+                    rec = AuditRecord(action="(unreadable)", outcome="error", time=_id_time(entry_id),
+                                      id=_sid(entry_id))
+                last_id = rec.id
+                if _matches(rec, user, action, queue, since, until):
+                    out.append(rec)
+                    if len(out) == limit:
+                        return AuditPage(tuple(out), rec.id)
+            top = f"({last_id}"
         return AuditPage(tuple(out), last_id)
 
     def records(self, batch: int = 1000) -> Iterator[tuple[str, dict[bytes, bytes]]]:
         """Every stream entry, oldest first, as (id, raw fields). Raises RedisUnavailableError."""
         start = "-"
-        with self.reaching():
-            while True:
-                entries = self.redis.xrange(STREAM, start, "+", count=batch)
-                for entry_id, fields in entries:
-                    yield _sid(entry_id), fields
-                if len(entries) < batch:
-                    return
-                start = f"({_sid(entries[-1][0])}"
+        while True:
+            entries = self.door.command("XRANGE", STREAM, start, "+", "COUNT", batch)
+            for entry_id, fields in entries:
+                yield _sid(entry_id), fields
+            if len(entries) < batch:
+                return
+            start = f"({_sid(entries[-1][0])}"
 
     def head(self) -> tuple[str | None, int]:
         """The head's MAC (None when there is no head) and seq. Raises RedisUnavailableError."""
-        with self.reaching():
-            mac, seq = self.redis.hmget(HEAD, "mac", "seq")
+        mac, seq = self.door.command("HMGET", HEAD, "mac", "seq")
         return (mac.decode() if mac else None), int(seq or 0)
 
 

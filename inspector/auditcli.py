@@ -43,7 +43,7 @@ def _when(value: str | None, name: str) -> float | None:
 
 def _ls(args: argparse.Namespace) -> int:
     with _inspector(args) as insp:
-        log = AuditLog(insp.redis)
+        log = AuditLog(insp.door)
         page = log.list(user=args.user, action=args.action, queue=args.queue, since=_when(args.since, "since"),
                         until=_when(args.until, "until"), limit=args.limit, max_scan=max(10_000, args.limit * 10))
         trimmed = log.trimmed()
@@ -66,7 +66,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 def _refused(args: argparse.Namespace) -> int:
     with _inspector(args) as insp:
-        rows = RefusedLog(insp.redis).list(since=_when(args.since, "since"), until=_when(args.until, "until"),
+        rows = RefusedLog(insp.door).list(since=_when(args.since, "since"), until=_when(args.until, "until"),
                                            limit=args.limit)
     if getattr(args, "json", False):
         for c in rows:
@@ -85,7 +85,7 @@ def _refused(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     with _inspector(args) as insp:
-        log = AuditLog.open(insp.redis, _dir(args), writer=False)
+        log = AuditLog.open(insp.door, _dir(args), writer=False)
         v = verify(log)
     if getattr(args, "json", False):
         say(json.dumps({"ok": v.ok, "checked": v.checked, "first_seq": v.first_seq, "last_seq": v.last_seq,

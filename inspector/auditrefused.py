@@ -16,17 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import redis
 
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.rdb.failures import reaching, url_of
-from asynqpy.rdb.scripts import Call, SyncRunner
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import SyncDoor
 from inspector.scripts import script
 
-INDEX = "asynqpy:{audit}:refused"
-WINDOW_PREFIX = "asynqpy:{audit}:refused:"
+INDEX = keys.AUDIT_REFUSED
 MAX_IDS = 20
 _FIELDS = ("action", "outcome", "user", "addr", "queue", "detail")
 
@@ -66,20 +65,19 @@ class RefusedCount:
 
 
 class RefusedLog:
-    """Counts refused requests (count()) and lists the counts (list()) on a binary redis.Redis connection.
+    """Counts refused requests (count()) and lists the counts (list()) on a binary redis.Redis connection, or
+    the door (asynqpy.rdb.syncdoor) of one.
 
     window: seconds per aggregate; retention: seconds a window is kept; max_aggregates: per window. Every method
-    raises RedisUnavailableError when Redis cannot be reached.
+    raises RedisUnavailableError for Redis trouble that passes, RedisCommandError for a refused command.
     """
 
-    def __init__(self, connection: redis.Redis, *, window: int = 300, retention: int = 30 * 86400,
+    def __init__(self, connection: redis.Redis | SyncDoor, *, window: int = 300, retention: int = 30 * 86400,
                  max_aggregates: int = 1000, clock: Callable[[], float] = time.time) -> None:
         for name, v in (("window", window), ("retention", retention), ("max_aggregates", max_aggregates)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidArgumentError(f"{name} must be a positive int, got {v!r}", argument=name)
-        self.redis: Any = connection
-        self.url = url_of(connection)
-        self.runner = SyncRunner(connection)
+        self.door = SyncDoor.of(connection)
         self.window, self.retention, self.max_aggregates, self.clock = window, retention, max_aggregates, clock
 
     def count(self, action: str, *, outcome: str, user: str = "", addr: str = "", queue: str | None = None,
@@ -99,10 +97,9 @@ class RefusedLog:
         overflow = json.dumps({**dict.fromkeys(_FIELDS, ""), "action": "(others)", "outcome": "mixed",
                                "detail": f"more than {self.max_aggregates} kinds of refused request in this window"})
         ids = json.dumps([str(t)[:200] for t in (task_ids or ())][:MAX_IDS])
-        with reaching(self.url):
-            n = self.runner.run(Call(script("audit_refused"), (WINDOW_PREFIX + str(start), INDEX),
-                                     (agg, text, repr(now), self.max_aggregates, self.retention, start, overflow,
-                                      ids, MAX_IDS), int))
+        n = self.door.run(Call(script("audit_refused"), (keys.audit_refused_window(start), INDEX),
+                               (agg, text, repr(now), self.max_aggregates, self.retention, start, overflow, ids,
+                                MAX_IDS), int))
         return int(n)
 
     def list(self, *, since: float | None = None, until: float | None = None, limit: int = 100) -> list[RefusedCount]:
@@ -115,11 +112,10 @@ class RefusedLog:
         low = "-inf" if since is None else int(since // self.window * self.window)
         high = "+inf" if until is None else f"({until}"
         out: list[RefusedCount] = []
-        with reaching(self.url):
-            for key in self.redis.zrevrangebyscore(INDEX, high, low):
-                out.extend(_aggregates(self.redis.hgetall(key), float(key.rsplit(b":", 1)[1])))
-                if len(out) >= limit:
-                    break
+        windows = self.door.command("ZREVRANGEBYSCORE", INDEX, high, low)[:limit]  # a window holds at least one
+        for key, fields in zip(windows, self.door.read(lambda b: [b.command("HGETALL", k) for k in windows]),
+                               strict=True):
+            out.extend(_aggregates(fields, float(key.rsplit(b":", 1)[1])))
         out.sort(key=lambda c: (c.last, c.first, c.action, c.user, c.addr), reverse=True)
         return out[:limit]
 

@@ -123,7 +123,7 @@ def audit_log() -> AuditLog:
     stores = _stores()
     if "log" not in stores:
         st = security.state()
-        stores["log"] = AuditLog.open(st.get_inspector().redis, audit_dir(), writer=True,
+        stores["log"] = AuditLog.open(st.get_inspector().door, audit_dir(), writer=True,
                                       cap=current_app.config.get("ASYNQPY_AUDIT_CAP") or 100_000, clock=st.clock)
     log_: AuditLog = stores["log"]
     return log_
@@ -134,7 +134,7 @@ def refused_log() -> RefusedLog:
     stores = _stores()
     if "refused" not in stores:
         st = security.state()
-        stores["refused"] = RefusedLog(st.get_inspector().redis,
+        stores["refused"] = RefusedLog(st.get_inspector().door,
                                        window=int(current_app.config.get("ASYNQPY_AUDIT_REFUSED_WINDOW") or 300),
                                        clock=st.clock)
     counts: RefusedLog = stores["refused"]

@@ -57,7 +57,7 @@ def _record(args: argparse.Namespace, action: str, name: str, detail: str, *, en
         where = Path(os.environ.get(ENV_DIR) or users.path.resolve().parent)  # as the dashboard's (webui.audit)
         with Inspector(getattr(args, "redis_url", None) or default_redis_url()) as insp:
             insp.redis.connection_pool.connection_kwargs["socket_connect_timeout"] = 2
-            AuditLog.open(insp.redis, where, writer=True).append(
+            AuditLog.open(insp.door, where, writer=True).append(
                 action, outcome="ok", user=_os_user(), role="cli", addr="localhost", detail=f"{name}: {detail}")
             n = SessionStore(insp.redis).end_user(name) if end_sessions else 0
         return f"; ended {n} dashboard session(s)" if n else ""

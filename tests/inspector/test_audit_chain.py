@@ -50,6 +50,7 @@ def _kind(log: AuditLog) -> tuple[str, int]:
     return v.broken.kind, v.broken.seq
 
 
+@pytest.mark.cluster_too  # every key of the log in one slot, scripts and commands through the door
 def test_appends_chain_and_verify(r: redis.Redis, tmp_path: Path) -> None:
     log = _log(r, tmp_path, clock=lambda: 1_700_000_000.5)
     first = log.append("login", outcome="ok", user="ann", role="admin", addr="10.0.0.1", request_id="abc")
@@ -154,6 +155,7 @@ def test_verify_catches_the_stream_and_head_deleted(r: redis.Redis, tmp_path: Pa
     assert v.broken is not None and v.broken.kind == "emptied" and "seq 3" in v.broken.reason
 
 
+@pytest.mark.cluster_too  # every key of the log in one slot, scripts and commands through the door
 def test_verify_catches_the_newest_removed_and_the_head_rewound(r: redis.Redis, tmp_path: Path) -> None:
     log = _log(r, tmp_path)
     ids = _fill(log, 4)
@@ -208,6 +210,7 @@ def test_verify_catches_a_record_moved_back(r: redis.Redis, tmp_path: Path) -> N
     assert _kind(log) == ("reordered", 3)
 
 
+@pytest.mark.cluster_too  # every key of the log in one slot, scripts and commands through the door
 def test_the_cap_trims_only_through_a_checkpoint_that_spills(r: redis.Redis, tmp_path: Path) -> None:
     log = _log(r, tmp_path, cap=10)
     ids = _fill(log, 25)

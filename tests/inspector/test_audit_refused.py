@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from inspector.audit import STREAM
 from inspector.auditrefused import RefusedLog
 
 
+@pytest.mark.cluster_too
 def test_one_aggregate_per_kind_per_window(r: redis.Redis) -> None:
     now = [1_767_225_600.0]
     log = RefusedLog(r, window=300, clock=lambda: now[0])
