@@ -56,7 +56,7 @@ def audit_page() -> Any:
         return render_template("partials/_audit_rows.html", page=page, filters=filters)
     refused = audit.refused_log().list(since=flt["since"], until=flt["until"], limit=REFUSED_SHOWN)
     return render_template("audit.html", page=page, filters=filters, trimmed=log.trimmed(), refused=refused,
-                           spill_file=log.spill_to, window=audit.refused_log().window // 60)
+                           spill_file=log.spill_to, window=audit.refused_log().window)
 
 
 @bp.route("/audit.jsonl")

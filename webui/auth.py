@@ -11,7 +11,8 @@ sessions, security headers and the /audit page (settings: see webui.security). T
   ``can(role)`` (alias ``user_can``) answers the same question inside a view or a template.
 - templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
   ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
-- ``webui.audit.record(...)`` writes an audit record for a change (see that module).
+- ``webui.audit.record(...)`` writes an audit record for a change; ``record_refused(...)`` counts a failed login
+  or a refused request apart from them (see that module).
 
 Logins are throttled by inspector.throttle (each attempt counted before its password is checked) with
 webui.devices' cookie exempting browsers that logged in before; requests marked with POLL_HEADER (the pages' own
