@@ -66,6 +66,8 @@ local function pb_strings(msg)
   return out
 end
 
+-- the queue's limits, each {name, pat, raw}; the rest of a limit is read from raw only when a task matches it
+-- (what a dequeue costs with many limits defined is mostly this loop)
 local function load_limits(lp)
   local raw = redis.call("HGETALL", lp .. "limits")
   if #raw == 0 then
@@ -73,14 +75,18 @@ local function load_limits(lp)
   end
   local list = {}
   for i = 1, #raw, 2 do
-    local f = {}
-    for part in string.gmatch(raw[i + 1] .. "\t", "([^\t]*)\t") do
-      f[#f + 1] = part
-    end
-    list[#list + 1] = {name = raw[i], pat = f[1], conc = tonumber(f[2]) or 0, rate = tonumber(f[3]) or 0,
-                       burst = tonumber(f[4]) or 1, key = f[5] or ""}
+    local v = raw[i + 1]
+    list[#list + 1] = {name = raw[i], pat = string.sub(v, 1, (string.find(v, "\t", 1, true) or 0) - 1), raw = v}
   end
   return list
+end
+
+local function parsed(l)
+  if not l.conc then
+    local _, c, r, b, k = string.match(l.raw, "^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t?(.*)$")
+    l.conc, l.rate, l.burst, l.key = tonumber(c) or 0, tonumber(r) or 0, tonumber(b) or 1, k or ""
+  end
+  return l
 end
 
 -- the partition a task falls in: the value of a header (asynq TaskMessage field 15, map entries key=1
@@ -116,6 +122,7 @@ local function limits_of(list, msg)
   local got = {}
   for _, l in ipairs(list) do
     if string.find(tt, l.pat) then
+      parsed(l)
       got[#got + 1] = {l = l, part = partition(l.key, fields)}
     end
   end
