@@ -66,6 +66,8 @@ class ServerConfig:
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
     True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
     a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
+    limits: () asynqpy.Limit values, flow-control defaults stored in Redis at start unless a limit of that
+    pattern is stored already (see asynqpy.limits; `asynqpy limit ls`).
     outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
     each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
 
