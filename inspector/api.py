@@ -8,7 +8,9 @@ from typing import Self
 
 import redis
 
+from asynqpy import backpressure
 from asynqpy import limits as flow
+from asynqpy.backpressure import QueueLimit
 from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
@@ -19,7 +21,7 @@ from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
 from inspector import actions, cluster, explain, failures, reader, samples, snapshot
 from inspector import jobs as jobstore
-from inspector.context import Ctx
+from inspector.context import Ctx, check_queue_name
 from inspector.failures import RecentFailures
 from inspector.jobs import Job
 from inspector.models import (
@@ -108,6 +110,24 @@ class Inspector:
         """Drop a limit everywhere; the tasks waiting on it go back to pending. False when there was none."""
         with reaching(self.url):
             return flow.remove_limit(self.door.client, pattern)
+
+    def set_queue_limit(self, queue: str, *, max_size: int | None = None, max_latency: float | None = None) -> None:
+        """Backpressure: our enqueue scripts refuse tasks for queue past max_size tasks (pending, scheduled,
+        retry, active) or while its oldest pending task has waited more than max_latency seconds
+        (QueueFullError). Replaces the queue's previous limit. Go producers do not read it."""
+        check_queue_name(queue)
+        with reaching(self.url):
+            backpressure.set_queue_limit(self.door.client, queue, max_size=max_size, max_latency=max_latency)
+
+    def queue_limit(self, queue: str) -> QueueLimit:
+        check_queue_name(queue)
+        with reaching(self.url):
+            return backpressure.queue_limit(self.door.client, queue)
+
+    def clear_queue_limit(self, queue: str) -> bool:
+        check_queue_name(queue)
+        with reaching(self.url):
+            return backpressure.clear_queue_limit(self.door.client, queue)
 
     # -- queues -------------------------------------------------------------------------------------------
 

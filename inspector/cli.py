@@ -117,6 +117,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true", help="also delete its tasks (not possible while any is active)")
     _confirm(p)
 
+    limitviews.register_queue_limit(queue, c)
     _register_task(subparsers, c)
     limitviews.register(subparsers, c)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from asynqpy.backpressure import QueueLimit, parse_duration
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.limits import Limit, Usage, parse_rate
 from inspector.api import Inspector
@@ -34,6 +35,41 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = limit.add_parser("rm", help=help, description=help, parents=parents)
     p.add_argument("pattern", help="the limit's pattern, as `asynqpy limit ls` shows it")
     p.set_defaults(func=lambda args: run(limit_rm, args))
+
+
+def register_queue_limit(queue: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """`asynqpy queue limit QUEUE [--max-size N] [--max-latency 10m] [--clear]`."""
+    from inspector.cli import QUEUE, run
+    help = ("backpressure: refuse enqueues past a size and/or an oldest-task age (no option: show the limit)")
+    p = queue.add_parser("limit", help=help, description=help + "; only asynqpy producers obey it", parents=parents)
+    p.add_argument("queue", help=QUEUE)
+    p.add_argument("--max-size", type=int, help="at most this many tasks pending, scheduled, retry and active")
+    p.add_argument("--max-latency", help="refuse while the oldest pending task has waited longer, e.g. 10m")
+    p.add_argument("--clear", action="store_true", help="remove the queue's limit")
+    p.set_defaults(func=lambda args: run(queue_limit, args))
+
+
+def _queue_limit_text(ql: QueueLimit) -> str:
+    parts = ([f"max size {ql.max_size}"] if ql.max_size is not None else []) + \
+        ([f"max latency {ql.max_latency:g} s"] if ql.max_latency is not None else [])
+    if not parts:
+        return f"queue {ql.queue!r} has no limit"
+    return f"queue {ql.queue!r}: {', '.join(parts)}; {ql.refused} enqueue(s) refused so far"
+
+
+def queue_limit(insp: Inspector, args: argparse.Namespace) -> Out:
+    if args.clear:
+        gone = insp.clear_queue_limit(args.queue)
+        return Out({"queue": args.queue, "cleared": gone},
+                   f"queue {args.queue!r}: limit removed" if gone else f"queue {args.queue!r} has no limit")
+    if args.max_size is not None or args.max_latency is not None:
+        try:
+            latency = parse_duration(args.max_latency) if args.max_latency is not None else None
+            insp.set_queue_limit(args.queue, max_size=args.max_size, max_latency=latency)
+        except InvalidArgumentError as exc:
+            raise UsageError(str(exc)) from exc
+    ql = insp.queue_limit(args.queue)
+    return Out(ql, _queue_limit_text(ql))
 
 
 def limit_set(insp: Inspector, args: argparse.Namespace) -> Out:

@@ -144,6 +144,16 @@ def queue_limits(q: str) -> str:
     return f"asynqpy:{{{q}}}:limits"
 
 
+def queue_limit(q: str) -> str:
+    """Producer backpressure of queue q: max_size, max_latency (asynqpy/backpressure.py, lua/_room.lua)."""
+    return f"asynqpy:{{{q}}}:qlimit"
+
+
+def queue_refused(q: str) -> str:
+    """How many enqueues the backpressure limit of q refused (a counter)."""
+    return f"asynqpy:{{{q}}}:refused"
+
+
 def limit_slots(q: str, name: str, part: str) -> str:
     """The tasks holding a concurrency slot of limit `name` (partition part), scored by lease expiry."""
     return f"asynqpy:{{{q}}}:lslot:{name}:{part}"
