@@ -53,3 +53,28 @@ def test_inspector_limit_methods(redis_url: str, r: redis.Redis) -> None:
         (u,) = insp.limit_usage()
         assert (u.queue, u.running, u.waiting, u.tokens) == ("default", 0, 0, 5.0)
         assert insp.remove_limit("email:*") and insp.limits() == []
+
+
+def test_queue_limit_command_and_refusal_metrics(capsys: pytest.CaptureFixture[str], redis_url: str,
+                                                 r: redis.Redis) -> None:
+    from asynqpy import QueueFullError
+    from exporter.collector import QueueStateCollector
+    code, out, _ = cli(capsys, redis_url, "queue", "limit", "billing", "--max-size", "1", "--max-latency", "10m")
+    assert code == 0 and out == "queue 'billing': max size 1, max latency 600 s; 0 enqueue(s) refused so far\n"
+    c = Client(redis_url)
+    c.enqueue(Task("t", b""), queue="billing")
+    with pytest.raises(QueueFullError):
+        c.enqueue(Task("t", b""), queue="billing")
+    assert "1 enqueue(s) refused" in cli(capsys, redis_url, "queue", "limit", "billing")[1]
+    code, _, err = cli(capsys, redis_url, "queue", "limit", "billing", "--max-latency", "soon")
+    assert code == 2 and "duration 'soon'" in err and err.count("\n") == 1
+    c.enqueue(Task("email:x", b""))
+    with Inspector(redis_url) as insp:
+        insp.set_limit(Limit("email:*", concurrency=1))
+        SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+        c.enqueue(Task("email:y", b""))
+        SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+        text = QueueStateCollector(insp).render().decode()
+    assert 'asynqpy_queue_enqueue_refused_total{queue="billing"} 1\n' in text
+    assert 'asynqpy_limit_waits_total{queue="default",limit="email:*"} 1\n' in text
+    assert cli(capsys, redis_url, "queue", "limit", "billing", "--clear")[:2] == (0, "queue 'billing': limit removed\n")
