@@ -93,7 +93,7 @@ def _starvation(ctx: Ctx, q: str, s: ServerInfo, name: str, weight: int) -> list
 def _by_state(ctx: Ctx, q: str, rec: TaskRecord, now: float, servers: list[ServerInfo]) -> list[Finding]:
     info, st = rec.info, rec.state
     if st is TaskState.PENDING:
-        return _pending(ctx, q, rec, now)
+        return _pending(ctx, q, rec, now, servers)
     if st is TaskState.ACTIVE:
         return _active(rec, now, servers)
     out = []
@@ -128,10 +128,15 @@ def _due(what: str, due: datetime | None, now: float) -> Finding:
     return Finding("info", "due", f"{what} {_when(due, now)}")
 
 
-def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
+def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float, servers: list[ServerInfo]) -> list[Finding]:
     name = ctx.command("HGET", keys.task(q, rec.id), "limit_wait")
     if name is not None:
-        return _limited(ctx, q, rec.id, name.decode(), now)
+        out = _limited(ctx, q, rec.id, name.decode(), now)
+        for s in servers:  # Go servers keep no clock offset in their heartbeat (see ServerInfo.clock_offset)
+            if q in s.queues and s.clock_offset is None:
+                out.append(Finding("warn", "limit_not_obeyed", f"server {s.host}:{s.pid} consumes {q!r} and looks "
+                                   "like a Go asynq server: Go workers do not obey asynqpy's limits"))
+        return out
     out = []
     pos, size = ctx.read(lambda b: (b.command("LPOS", keys.pending(q), rec.id, "RANK", -1, "MAXLEN", LPOS_MAX_SCAN),
                                     b.command("LLEN", keys.pending(q))))

@@ -139,3 +139,20 @@ def test_server_applies_code_defaults_at_start_without_overriding_stored_limits(
     with pytest.raises(InvalidArgumentError):
         from asynqpy.config import ServerConfig
         ServerConfig(limits=("email:*",))  # type: ignore[arg-type]
+
+
+def test_a_waiting_task_archived_meanwhile_does_not_start(redis_url: str, r: redis.Redis) -> None:
+    from inspector.api import Inspector
+    c = Client(redis_url)
+    first = c.enqueue(Task("email:send", b"")).id
+    second = c.enqueue(Task("email:send", b"")).id
+    set_limit(r, Limit("email:*", concurrency=1))
+    assert dequeue(r) == [first]  # the second waits on the limit
+    with Inspector(redis_url) as insp:
+        try:
+            insp.archive_task("default", second)
+        except Exception:  # an Inspector that cannot find it there refuses: the point is what dequeue does
+            r.hset(keys.task("default", second), "state", "archived")
+    SyncRunner(r).run(broker.done("default", [(first, "")], now=time.time()))
+    assert dequeue(r) == []
+    assert r.llen(keys.limit_wait_list("default", "email:*\n")) == 0

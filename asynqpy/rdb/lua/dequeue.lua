@@ -48,8 +48,9 @@ if list then
       end
       local key = ARGV[2] .. id
       local msg = redis.call("HGET", key, "msg")
-      if not msg or not redis.call("HGET", key, "limit_wait") then
-        redis.call("RPOP", wl)  -- deleted, or moved elsewhere meanwhile (Inspector)
+      local st = redis.call("HMGET", key, "limit_wait", "state")
+      if not msg or not st[1] or st[2] ~= "pending" then
+        redis.call("RPOP", wl)  -- deleted, archived or started meanwhile (Inspector)
       else
         local matched = limits_of(list, msg)
         local m, at = admit(lp, KEYS[4], matched, id, now_ms, ARGV[1])
