@@ -123,7 +123,10 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could listen on host:port now. SO_REUSEADDR, as valkey-server sets it, so sockets in
+    TIME_WAIT from a server stopped a moment ago do not make the port look taken (a listener still does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

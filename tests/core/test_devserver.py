@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from asynqpy import demo, typed
 from asynqpy.devstate import StateDir
-from asynqpy.embedded import EmbeddedServer, answers
+from asynqpy.embedded import EmbeddedServer, answers, port_is_free
+from asynqpy.scheduler.dev import DEMO_ENTRIES
 from asynqpy.rdb import keys
 from tests.core.procs import Proc, env, run
 from tests.helpers import wait_for
@@ -136,3 +139,33 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
         res = run("redis", "--port", str(other.port), cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res
     assert f"port {other.port} is in use" in res.stderr
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_server_counts_as_free() -> None:
+    """A quick restart keeps 6379: the accepted connection's socket, closed first by the server side, stays in
+    TIME_WAIT on the port for a minute; valkey-server binds with SO_REUSEADDR, so the check must too."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    accepted.close()  # the server side closes first: its socket on `port` goes to TIME_WAIT
+    listener.close()
+    client.close()
+    assert port_is_free(port)
+    with EmbeddedServer(port=port) as server:  # and a server really starts there
+        assert answers(server.url)
+        assert not port_is_free(port)  # a listener is still seen
+
+
+def test_the_demo_cron_entries_fit_the_demo_handlers() -> None:
+    """Every tick of `asynqpy dev`'s scheduler would succeed: typed handlers accept the entries' payloads and
+    every type has a handler (the producer keeps the one deliberate misfit)."""
+    mux = demo.build_mux()
+    for _spec, task, _opts in DEMO_ENTRIES:
+        assert mux.resolve(task.type) is not None, task.type
+        t = typed.registered(task.type)
+        if t is not None:
+            t.decode(task.payload)  # raises PayloadMismatch for {"account": "acme-42"} to sync_crm(account: int)
