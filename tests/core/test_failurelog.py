@@ -39,8 +39,8 @@ def test_a_worker_logs_each_failure_with_what_happens_next(redis_url: str, tmp_p
     assert code == 0
     assert (f"task {retried} failed: fail:retry in queue default: ConnectionError: SMTP server busy; retried later "
             "(asynqpy task ls default --state retry)") in out
-    assert (f"task {archived} failed: fail:skip in queue default: bad input, not worth retrying; archived, no more "
-            f"retries (asynqpy task info default {archived})") in out
+    assert f"task {archived} failed: fail:skip in queue default: " in out
+    assert f"bad input, not worth retrying; archived, no more retries (asynqpy task info default {archived})" in out
 
 
 def test_past_the_limit_failures_are_counted_not_logged(caplog: pytest.LogCaptureFixture) -> None:
