@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from asynqpy.devstate import choose_redis_url
@@ -111,7 +111,7 @@ class EmbeddedServer:
         self.stop()
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[Any]) -> None:
     """SIGTERM, then SIGKILL after 5 s; waits for the exit."""
     if proc.poll() is None:
         proc.terminate()
