@@ -155,9 +155,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the deepest (sub)command named in argv: `task ls ...` gives `asynqpy task ls`'s."""
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and word in subs[0].choices:
+            parser = subs[0].choices[word]
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would show the top-level usage; the usage of the command given helps more (exit 2)
+        command_parser(parser, sys.argv[1:] if argv is None else argv).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose or debugging(args) else logging.INFO, format=LOG_FORMAT)
     if not getattr(args, "func", None):
         parser.print_help()
