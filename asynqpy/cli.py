@@ -96,9 +96,9 @@ def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     help = f"embedded Valkey + demo worker + demo producer{extra}, for trying asynqpy out"
     p = sub.add_parser("dev", help=help, description=(
         "Start everything for local development in one command: an embedded Valkey (kept in ./.asynqpy/dev, at "
-        "the address it prints, never shared with `asynqpy redis`; or the server of --redis-url), a worker with the demo handlers of asynqpy.demo "
-        "and a producer that keeps a realistic mix of demo tasks flowing (successes, retries, failures that "
-        "end archived, scheduled tasks)" + "".join(f", and {a.name}" for a in addons) + ". The banner says "
+        "the address it prints, never shared with `asynqpy redis`; or the server of --redis-url), a worker with "
+        "the demo handlers of asynqpy.demo and a producer that keeps a realistic mix of demo tasks flowing "
+        "(successes, retries, failures that end archived, scheduled tasks)" + "".join(f", and {a.name}" for a in addons) + ". The banner says "
         "what runs where; a line every 10 s (--activity-every) says what the worker did. Ctrl-C, SIGTERM or "
         "closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
         "this one."))
@@ -118,8 +118,9 @@ def _add_redis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     help = "just the server: the embedded Valkey, for your own producers and workers"
     p = sub.add_parser("redis", help=help, description=(
         "Run only the embedded Valkey (no worker, no demo tasks) on a fixed address it prints, with its data "
-        "kept in ./.asynqpy/redis (never shared with `asynqpy dev`'s server; --fresh starts empty). Clients, workers and `asynqpy` commands started from this directory or below "
-        "find it without --redis-url. Ctrl-C, SIGTERM or closing the terminal stops it."))
+        "kept in ./.asynqpy/redis (never shared with `asynqpy dev`'s server; --fresh starts empty). Clients, "
+        "workers and `asynqpy` commands started from this directory or below find it without --redis-url. "
+        "Ctrl-C, SIGTERM or closing the terminal stops it."))
     _add_port(p)
     p.set_defaults(func=_cmd_redis)
 

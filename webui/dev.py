@@ -88,7 +88,7 @@ class DashboardProcess:
             self.url = line.split(READY, 1)[1].split(",")[0].strip()
             self.ready.set()
             return
-        head, sep, body = line.partition(" asynqpy.audit: ")
+        _, sep, body = line.partition(" asynqpy.audit: ")
         if sep and body.startswith("{"):
             try:
                 log.info("%s", audit_line(json.loads(body)))

@@ -15,8 +15,8 @@ import redis
 from asynqpy import demo, typed
 from asynqpy.devstate import StateDir
 from asynqpy.embedded import EmbeddedServer, answers, port_is_free
-from asynqpy.scheduler.dev import DEMO_ENTRIES
 from asynqpy.rdb import keys
+from asynqpy.scheduler.dev import DEMO_ENTRIES
 from tests.core.procs import Proc, env, run
 from tests.helpers import wait_for
 
@@ -111,7 +111,7 @@ def test_demo_data_never_flows_into_asynqpy_redis_and_fresh_starts_empty(tmp_pat
             assert f"{tmp_path / '.asynqpy' / 'data'} holds an older asynqpy's data and is not used" in banner
             conn.set("mine", "1")
             conn.execute_command("BGREWRITEAOF")
-            wait_for(lambda: conn.info("persistence")["aof_rewrite_in_progress"] == 0, what="the AOF rewrite")
+            wait_for(lambda c=conn: c.info("persistence")["aof_rewrite_in_progress"] == 0, what="the AOF rewrite")
             assert server.stop()[0] == 0
 
 
