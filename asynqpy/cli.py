@@ -98,9 +98,9 @@ def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "Start everything for local development in one command: an embedded Valkey (kept in ./.asynqpy/dev, at "
         "the address it prints, never shared with `asynqpy redis`; or the server of --redis-url), a worker with "
         "the demo handlers of asynqpy.demo and a producer that keeps a realistic mix of demo tasks flowing "
-        "(successes, retries, failures that end archived, scheduled tasks)" + "".join(f", and {a.name}" for a in addons) + ". The banner says "
-        "what runs where; a line every 10 s (--activity-every) says what the worker did. Ctrl-C, SIGTERM or "
-        "closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
+        "(successes, retries, failures that end archived, scheduled tasks)"
+        + "".join(f", and {a.name}" for a in addons) + ". The banner says what runs where; a line every 10 s "
+        "(--activity-every) says what the worker did. Ctrl-C, SIGTERM or closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
         "this one."))
     _add_port(p)
     p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
