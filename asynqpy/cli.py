@@ -100,7 +100,8 @@ def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the demo handlers of asynqpy.demo and a producer that keeps a realistic mix of demo tasks flowing "
         "(successes, retries, failures that end archived, scheduled tasks)"
         + "".join(f", and {a.name}" for a in addons) + ". The banner says what runs where; a line every 10 s "
-        "(--activity-every) says what the worker did. Ctrl-C, SIGTERM or closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
+        "(--activity-every) says what the worker did. Ctrl-C, SIGTERM or closing the terminal stops it all. "
+        "Other `asynqpy` commands find this server from any directory below "
         "this one."))
     _add_port(p)
     p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
