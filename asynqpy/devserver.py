@@ -111,7 +111,10 @@ def _redis(args: argparse.Namespace, state: StateDir, cleanup: contextlib.ExitSt
     if port is None:
         port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
         if port != DEFAULT_PORT:
-            notes.append(f"  Note:      port {DEFAULT_PORT} is taken (another Redis?), so this one is on {port}; "
+            other = StateDir(state.root.parent, "redis" if state.kind == "dev" else "dev").live()
+            whose = f"`asynqpy {other.kind}` of this directory has it" if other and f":{DEFAULT_PORT}/" in other.url \
+                else "another Redis?"
+            notes.append(f"  Note:      port {DEFAULT_PORT} is taken ({whose}), so this one is on {port}; "
                          "commands started below this directory find it anyway")
     embedded = EmbeddedServer(port=port or None, data_dir=state.data_dir).start()
     cleanup.callback(embedded.stop)

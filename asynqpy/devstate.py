@@ -65,9 +65,8 @@ def choose_redis_url() -> UrlChoice:
         return UrlChoice(found.url, f"from {found.url_file} (written by `asynqpy {found.kind}`, process "
                                     f"{found.pid or '?'})")
     return UrlChoice(LOCALHOST_URL, f"the default: ASYNQPY_REDIS_URL and REDIS_URL are not set and no "
-                                    f"`asynqpy redis` or `asynqpy dev` runs in {Path.cwd()} or any parent (no "
-                                    f"{STATE_DIR_NAME}/{URL_FILE_NAME} of a live one; start a server with "
-                                    "`asynqpy redis`, or pass --redis-url)")
+                                    f"`asynqpy redis` or `asynqpy dev` runs in {Path.cwd()} or any parent (start a "
+                                    "server with `asynqpy redis`, or pass --redis-url)")
 
 
 class StateDirBusy(Exception):
