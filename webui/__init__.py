@@ -76,9 +76,9 @@ def status_for(exc: Exception) -> int:
 
 
 def _known_settings() -> dict[str, Any]:
-    from webui import security
+    from webui import oidc, security
 
-    return {**security.DEFAULTS, **DEFAULTS}
+    return {**security.DEFAULTS, **oidc.DEFAULTS, **DEFAULTS}
 
 
 def _env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -163,10 +163,11 @@ def inspector() -> Inspector:
 
 
 def _register(app: Flask) -> None:
-    from webui import access, actions, auth, jobs, pages, queues, render, sampler
+    from webui import access, actions, auth, jobs, oidc, pages, queues, render, sampler
 
     access.init_app(app)
     auth.init_app(app, inspector)  # headers, sessions, CSRF, the user loader, /login, /logout, /audit
+    oidc.init_app(app)  # /login/oidc when ASYNQPY_OIDC_ISSUER is set
     for bp in (pages.bp, queues.bp, actions.bp, jobs.bp):
         app.register_blueprint(bp)
     try:
