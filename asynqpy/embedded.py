@@ -172,6 +172,7 @@ def answers(url: str) -> bool:
 
 
 def default_redis_url() -> str:
-    """ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server found by walking up from the current
-    directory (`.asynqpy/redis.url`), then localhost. asynqpy.devstate.choose_redis_url says which and why."""
+    """ASYNQPY_REDIS_URL, then REDIS_URL, then the live `asynqpy redis` (else `asynqpy dev`) server found by walking
+    up from the current directory (`.asynqpy/redis/`, `.asynqpy/dev/`), then localhost.
+    asynqpy.devstate.choose_redis_url says which and why."""
     return choose_redis_url().url
