@@ -19,7 +19,7 @@ from asynqpy import demo as demo_app
 from asynqpy.activity import Activity
 from asynqpy.devstate import StateDir, StateDirBusy
 from asynqpy.embedded import EmbeddedServer, answers, free_port, port_is_free, stop_orphan
-from asynqpy.errors import UsageError
+from asynqpy.errors import AsynqError, UsageError
 from asynqpy.plugins import DevContext, dev_addons
 from asynqpy.server import Server
 
@@ -167,7 +167,8 @@ def _start_addons(args: argparse.Namespace, url: str, state_dir: Path, cleanup: 
         try:
             running = addon.start(DevContext(redis_url=url, state_dir=state_dir, args=args))
         except Exception as exc:  # dev goes on without it, and says so
-            log.warning("dev add-on %s did not start: %s", addon.name, exc, exc_info=True)
+            # an add-on's own error says what to do; anything else is a bug worth its traceback
+            log.warning("dev add-on %s did not start: %s", addon.name, exc, exc_info=not isinstance(exc, AsynqError))
             lines.append(f"  {addon.name}: did not start: {exc}")
             continue
         cleanup.callback(running.stop)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from asynqpy.embedded import port_is_free, stop_process
+from asynqpy.errors import AsynqError, UsageError
 from asynqpy.plugins import DevContext, RunningAddon
 
 ADMIN = "admin"
@@ -58,6 +59,10 @@ def audit_line(record: dict[str, Any]) -> str:
     line += f": {record.get('outcome', '?')}"
     detail = str(record.get("detail") or "")
     return line + (f" ({detail[:80]}{'...' if len(detail) > 80 else ''})" if detail else "")
+
+
+class DashboardError(AsynqError):
+    """The dashboard's `asynqpy web` child exited at start or did not start listening in time."""
 
 
 class DashboardProcess:
@@ -100,15 +105,15 @@ class DashboardProcess:
             log.warning("dashboard: %s", line.split(": ", 1)[-1] if " asynqpy" in line else line)
 
     def wait_ready(self, timeout: float) -> None:
-        """Wait until it listens. Raises RuntimeError (with the log's last lines) if it exits or takes too long."""
+        """Wait until it listens. Raises DashboardError (with the log's last line) if it exits or takes too long."""
         deadline = time.monotonic() + timeout
         while not self.ready.wait(0.1):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self._reader.join(2)
                 self.stop()
                 tail = self.log_path.read_text(errors="replace").strip().splitlines()[-1:]
-                raise RuntimeError(f"`asynqpy web` {'exited' if self.proc.returncode is not None else 'did not answer'}"
-                                   f": {tail[0] if tail else 'no output'} (log: {self.log_path})")
+                how = "exited" if self.proc.returncode is not None else "did not answer"
+                raise DashboardError(f"`asynqpy web` {how}: {tail[0] if tail else 'no output'} (log: {self.log_path})")
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -148,7 +153,7 @@ class DashboardAddon:
         ctx.state_dir.mkdir(parents=True, exist_ok=True)
         stop_orphan_dashboard(ctx.state_dir / "dashboard.pid")
         if not port_is_free(port):
-            raise RuntimeError(f"port {port} is in use: choose another with --web-port (0: no dashboard)")
+            raise UsageError(f"port {port} is in use: choose another with --web-port (0: no dashboard)")
         users = str(os.environ.get("ASYNQPY_WEB_USERS") or ctx.state_dir / "users.toml")
         printed = ensure_admin(users, os.environ.get(ENV_PASSWORD))
         argv = [sys.executable, "-m", "asynqpy.cli", "web", "--bind", f"127.0.0.1:{port}", "--workers", "1",

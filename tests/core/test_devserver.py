@@ -209,3 +209,16 @@ def test_the_demo_cron_entries_fit_the_demo_handlers() -> None:
         t = typed.registered(task.type)
         if t is not None:
             t.decode(task.payload)  # raises PayloadMismatch for {"account": "acme-42"} to sync_crm(account: int)
+
+
+def test_a_dashboard_port_in_use_is_one_line_in_the_banner_and_dev_goes_on(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with Proc.asynqpy("dev", "--port", "0", "--no-demo", "--no-scheduler", "--web-port", str(port),
+                          cwd=tmp_path) as dev:
+            out = dev.wait_for("asynqpy dev is running")
+            assert dev.stop()[0] == 0
+    assert f"dashboard: did not start: port {port} is in use: choose another with --web-port" in out, out
+    assert "Traceback" not in out, out
