@@ -104,16 +104,16 @@ class StateDir:
         """Take the lock, writing our pid into it. Raises StateDirBusy naming the holder."""
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        for attempt in range(3):  # a command looking for a server (holder()) takes the lock for a moment
+        for attempt in range(5):  # a command looking for a server (holder()) holds it shared for a moment
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                holder = os.read(fd, 32).decode(errors="replace").strip()
-                if attempt == 2 or holder.isdigit():
+                if attempt == 4:
+                    holder = os.read(fd, 32).decode(errors="replace").strip()
                     os.close(fd)
                     raise StateDirBusy(self.path, int(holder) if holder.isdigit() else 0) from None
-                time.sleep(0.05)
+                time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._lock_fd = fd

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,23 @@ def test_a_dashboard_port_in_use_is_one_line_in_the_banner_and_dev_goes_on(tmp_p
             assert dev.stop()[0] == 0
     assert f"dashboard: did not start: port {port} is in use: choose another with --web-port" in out, out
     assert "Traceback" not in out, out
+
+
+def test_a_command_looking_for_the_server_does_not_make_a_start_fail(tmp_path: Path) -> None:
+    """holder() takes the lock shared for a moment; lock() waits that out instead of calling the dir busy."""
+    import fcntl
+
+    state = StateDir(tmp_path, "redis")
+    state.path.mkdir(parents=True)
+    (state.path / "lock").write_text("99999999")  # the pid an earlier, finished run wrote
+    fd = os.open(state.path / "lock", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # as a prober holds it
+    release = threading.Timer(0.03, lambda: os.close(fd))
+    release.start()
+    try:
+        state.lock()
+    finally:
+        release.join()
+    assert state.holder() == os.getpid()
+    state.unlock()
+    assert state.holder() is None
