@@ -22,6 +22,7 @@ from asynqpy.embedded import EmbeddedServer, answers, free_port, port_is_free, s
 from asynqpy.errors import AsynqError, UsageError
 from asynqpy.plugins import DevContext, dev_addons
 from asynqpy.server import Server
+from asynqpy.terminal import say
 
 log = logging.getLogger("asynqpy")
 
@@ -69,7 +70,7 @@ def run_dev(args: argparse.Namespace, stop: threading.Event | None = None) -> in
                              "and scheduled cleanups (one CRM sync in ten has an old producer's payload on "
                              "purpose: archived at once, PayloadMismatch)")
             lines += _start_addons(args, redis.url, state.path, cleanup)
-        print("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
+        say("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
         gone = _wait(stop, activity, getattr(args, "activity_every", 10.0), redis)
     if gone:
         log.error("%s; stopping too (run the command again to start a server of its own)", gone)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from asynqpy.errors import UsageError
+from asynqpy.terminal import say
 
 
 def register(subparsers: Any) -> None:
@@ -66,7 +67,7 @@ def _warn_without_users(config: Any) -> None:
     users = config.get("ASYNQPY_USERS")
     users = os.path.abspath(users) if users else users
     if users and not os.path.exists(users) and not config.get("ASYNQPY_AUTH_HEADER"):
-        print(f"asynqpy web: warning: there is no users file at {users}, so nobody can log in; add a user with: "
+        say(f"asynqpy web: warning: there is no users file at {users}, so nobody can log in; add a user with: "
               f"asynqpy user add NAME --role admin --users {users}", file=sys.stderr, flush=True)
 
 
@@ -106,7 +107,7 @@ def run_web(args: argparse.Namespace) -> int:
 
     def when_ready(arbiter: Any) -> None:  # said once gunicorn listens (and handles SIGINT/SIGTERM itself)
         where = ", ".join(f"{_http(str(s))}{prefix}/" for s in getattr(arbiter, "LISTENERS", ())) or args.bind
-        print(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
+        say(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
 
     options["when_ready"] = when_ready
     Server().run()

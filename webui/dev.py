@@ -46,11 +46,12 @@ def ensure_admin(users_path: str, password: str | None) -> str | None:
 
 
 def audit_line(record: dict[str, Any]) -> str:
-    """A dashboard audit record as one short line: `audit: alice (operator) task.delete critical, 3 tasks: ok`."""
+    """A dashboard audit record (or a refused request's, {"refused": action, ...}) as one short line:
+    `audit: alice (operator) task.delete critical, 3 tasks: ok`."""
     who = record.get("user") or "-"
     if record.get("role"):
         who += f" ({record['role']})"
-    what = [str(record.get("action", "?"))]
+    what = [str(record.get("action") or (f"refused {record['refused']}" if record.get("refused") else "?"))]
     if record.get("queue"):
         what.append(str(record["queue"]))
     ids = record.get("task_ids") or ()
