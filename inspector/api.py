@@ -16,10 +16,12 @@ from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, failures, reader, samples, snapshot
+from inspector import actions, cluster, explain, failures, find, reader, samples, snapshot
 from inspector import jobs as jobstore
+from inspector import query as querylang
 from inspector.context import Ctx
 from inspector.failures import RecentFailures
+from inspector.find import FindCount, FindResult, Mask
 from inspector.jobs import Job
 from inspector.models import (
     BatchResult,
@@ -177,6 +179,26 @@ class Inspector:
         flt = reader.SearchFilter(type=type, id_prefix=id_prefix, text=text, error=error)
         return reader.search(self._ctx, queue, state, flt, limit=limit, cursor=cursor, max_scan=max_scan,
                              window=window, group=group)
+
+    def find(self, queue: str, query: str, *, limit: int = 50, cursor: str = "", max_scan: int = 10_000,
+             window: int = 500, mask: Mask | None = None) -> FindResult:
+        """Tasks of any state matching a query of the task query language (inspector.query: `type:email:*
+        state:retry error:"SMTP busy" payload.user_id:42 -header.tenant:acme age:>1h`), in scanning order.
+
+        Scans at most max_scan tasks from cursor ("" the start; result.next_cursor resumes), window tasks per
+        script call, and stops at limit matches. mask: how the viewer may see a task (e.g. a redaction
+        policy's); payload and header terms are judged on that view, so a masked value cannot be matched.
+        Raises InvalidArgumentError naming a bad term or cursor, QueueNotFoundError.
+        """
+        return find.find(self._ctx, queue, querylang.parse(query), limit=limit, cursor=cursor, max_scan=max_scan,
+                         window=window, mask=mask)
+
+    def count_matches(self, queue: str, query: str, *, max_scan: int = 100_000, window: int = 1000,
+                      mask: Mask | None = None, cursor: str = "") -> FindCount:
+        """How many tasks match a query among at most max_scan (result.complete: all were scanned, else the
+        count is "at least"). Raises InvalidArgumentError, QueueNotFoundError."""
+        return find.count(self._ctx, queue, querylang.parse(query), max_scan=max_scan, window=window, mask=mask,
+                          cursor=cursor)
 
     def run_task(self, queue: str, task_id: str) -> None:
         """Move a scheduled, retry, archived, completed or aggregating task to pending.

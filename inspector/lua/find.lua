@@ -1,0 +1,56 @@
+-- find: judge one bounded window of a state's tasks by the query terms that need no payload (read only).
+-- KEYS[1] the state's list or sorted set (or a group's)
+-- ARGV[1] "list" or "zset"   ARGV[2] start   ARGV[3] stop (LRANGE / ZRANGE indexes)   ARGV[4] task key prefix
+-- ARGV[5] the state   ARGV[6] now (Unix s)   ARGV[7] "rows" or "ids"
+-- ARGV[8..] terms, four values each: field (type id error retried age failed), negated "1"/"0", op, operand
+--   (type, id: an anchored Lua pattern; error: lower-cased text; others: a number compared with op)
+-- returns {ids scanned, then per match: position in the window (1-based), id, and for "rows" score, msg,
+--   state, result, pending_since, asynqpy_error (a missing value is the integer 0), for "ids" sha1 of msg}
+-- #include _message.lua
+local list, state, now = ARGV[1] == "list", ARGV[5], tonumber(ARGV[6])
+local ids
+if list then ids = redis.call("LRANGE", KEYS[1], ARGV[2], ARGV[3])
+else ids = redis.call("ZRANGE", KEYS[1], ARGV[2], ARGV[3], "WITHSCORES") end
+local step = list and 1 or 2
+local CMP = {[">"] = function(a, b) return a > b end, [">="] = function(a, b) return a >= b end,
+  ["<"] = function(a, b) return a < b end, ["<="] = function(a, b) return a <= b end,
+  ["="] = function(a, b) return a == b end}
+
+local function holds(field, op, v, id, m, h, score)
+  if field == "type" then return string.find(m[1] or "", v) ~= nil end
+  if field == "id" then return string.find(id, v) ~= nil end
+  if field == "error" then return string.find(string.lower((m[7] or "") .. "\0" .. (h[6] or "")), v, 1, true) ~= nil end
+  local x
+  if field == "retried" then x = m[6] or 0
+  elseif field == "failed" then x = (m[11] or 0) > 0 and now - m[11] or nil
+  elseif state == "pending" then x = tonumber(h[5] or "") and now - tonumber(h[5]) / 1e9
+  elseif state == "archived" or state == "aggregating" then x = score and now - score
+  elseif state == "completed" then x = (m[13] or 0) > 0 and now - m[13] or nil
+  elseif state == "retry" then x = (m[11] or 0) > 0 and now - m[11] or nil end
+  return x ~= nil and x ~= false and CMP[op](x, tonumber(v))
+end
+
+local out = {math.floor(#ids / step)}
+for i = 1, #ids, step do
+  local id = ids[i]
+  local score = not list and tonumber(ids[i + 1]) or nil
+  local h = redis.call("HMGET", ARGV[4] .. id, "msg", "state", "result", "pending_since", "asynqpy_error")
+  h[6] = h[5]; h[5] = h[4]  -- h[5] pending_since, h[6] asynqpy_error, as holds() reads them
+  local m = h[1] and message_fields(h[1]) or {}
+  local ok = true
+  for j = 8, #ARGV, 4 do
+    if holds(ARGV[j], ARGV[j + 2], ARGV[j + 3], id, m, h, score) == (ARGV[j + 1] == "1") then ok = false break end
+  end
+  if ok then
+    out[#out + 1] = (i + step - 1) / step
+    out[#out + 1] = id
+    if ARGV[7] == "ids" then
+      out[#out + 1] = h[1] and redis.sha1hex(h[1]) or ""
+    else
+      out[#out + 1] = list and 0 or ids[i + 1]
+      for k = 1, 4 do out[#out + 1] = h[k] or 0 end
+      out[#out + 1] = h[6] or 0
+    end
+  end
+end
+return out
