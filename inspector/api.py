@@ -16,7 +16,7 @@ from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, failures, find, reader, samples, snapshot
+from inspector import actions, cluster, explain, failures, find, findjob, reader, samples, snapshot
 from inspector import jobs as jobstore
 from inspector import query as querylang
 from inspector.context import Ctx
@@ -323,9 +323,17 @@ class Inspector:
         run_job. Raises QueueNotFoundError, FailedPreconditionError, ValueError."""
         return jobstore.create(self._ctx, action, queue, state, rate=rate, group=group, user=user)
 
-    def run_job(self, job_id: str, *, progress: Callable[[Job], object] | None = None) -> Job:
-        """Run a job to its end or until canceled, in chunks, at its rate. Raises JobNotFoundError."""
-        return jobstore.run(self._ctx, job_id, chunk=self.chunk, progress=progress)
+    def start_find_job(self, action: str, queue: str, query: str, *, rate: float = 0.0, user: str = "") -> Job:
+        """Record a background job doing action (run, archive, delete) to every task matching query (as find);
+        run it with run_job. rate is tasks changed per second (0: as fast as bounded windows go).
+        Raises InvalidArgumentError (a bad action, query or rate), QueueNotFoundError."""
+        return findjob.create(self._ctx, action, queue, query, rate=rate, user=user)
+
+    def run_job(self, job_id: str, *, progress: Callable[[Job], object] | None = None,
+                mask: Mask | None = None) -> Job:
+        """Run a job to its end or until canceled, in chunks, at its rate. mask: how the job's user may see
+        tasks (a find job judges payload terms on that view). Raises JobNotFoundError."""
+        return jobstore.run(self._ctx, job_id, chunk=self.chunk, progress=progress, mask=mask)
 
     def job(self, job_id: str) -> Job:
         """Raises JobNotFoundError."""

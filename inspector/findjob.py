@@ -1,0 +1,107 @@
+"""Find jobs: replay, archive or delete every task that matches a query, as a background job of inspector.jobs
+(same record, progress, rate, cancel). Each step scans one bounded window from the job's cursor and acts on
+its matches with one script (inspector/lua/find_act.lua) that skips a task changed since it was judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from asynqpy.errors import InvalidArgumentError
+from asynqpy.rdb import keys
+from asynqpy.rdb.broker import ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE
+from asynqpy.rdb.scripts import Call
+from asynqpy.task import TaskState
+from inspector import find
+from inspector import query as ql
+from inspector.context import Ctx, check_queue_name
+from inspector.scripts import script
+
+if TYPE_CHECKING:
+    from inspector.jobs import Job
+
+ACTIONS = ("run", "archive", "delete")
+WINDOW = 500  # tasks judged per step: one find script call
+LREM_BUDGET = 400_000  # pending-list elements LREM may walk in one call (a few ms on a million-task list)
+
+
+def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0, user: str = "") -> Job:
+    """Record a running job doing action to every task matching query_text (run it with jobs.run).
+
+    total is the number of tasks the query's states held (the scan stops there). Raises InvalidArgumentError
+    for a bad action, query or rate, QueueNotFoundError."""
+    from inspector import jobs
+
+    if action not in ACTIONS:
+        raise InvalidArgumentError(f"unknown action {action!r}; expected run, archive or delete", argument="action")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1e6:
+        raise InvalidArgumentError(f"rate must be a number of tasks per second >= 0, got {rate!r}", argument="rate")
+    check_queue_name(q)
+    query = ql.parse(query_text)
+    ctx.require_queue(q)
+    srcs = find.sources(ctx, q, query)
+    states = query.states()
+    return jobs.store(ctx, {"action": action, "queue": q, "state": states[0].value if states else "pending",
+                            "group": "", "total": sum(s.size for s in srcs), "rate": float(rate), "user": user,
+                            "query": query.text, "cursor": ""})
+
+
+def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
+    """Judge one window from the job's cursor and act on up to n of its matches. Returns (changed, scanned);
+    scanned 0 means the scan reached its end. The new cursor is written to the job."""
+    from inspector import jobs
+
+    q = job.queue
+    query = ql.parse(job.query)
+    srcs = find.sources(ctx, q, query)
+    idx, pos = find.start_at(srcs, job.cursor)
+    while idx < len(srcs) and srcs[idx].size <= pos:  # an emptied source: on to the next
+        idx, pos = idx + 1, 0
+    if idx >= len(srcs):
+        return 0, 0
+    src = srcs[idx]
+    taken, hits = find.scan_window(ctx, q, query, src, pos, WINDOW, rows=query.needs_record())
+    matched = [m for m in hits if m.record is None or find.judged(query, m, mask) is not None]
+    if len(matched) > n:  # more than the rate allows now: stop after the n-th, the rest is judged again
+        matched = matched[:n]
+        end = matched[-1].offset + 1
+    else:
+        end = pos + taken
+    changed = _act(ctx, job.action, q, src, matched)
+    removed = changed if _leaves_source(job.action, src.state) else 0
+    # the tasks acted on leave the source before the cursor: the ones after it move up by as many
+    ctx.redis.hset(jobs.JOB_PREFIX + job.id, "cursor", find.make_cursor(src, end - removed))
+    scanned = max(1, end - pos)  # 0 would say the scan has ended
+    return changed, scanned
+
+
+def _leaves_source(action: str, state: TaskState) -> bool:
+    """Whether acting on a task of this state takes it out of the list or set being scanned."""
+    return not (action == "run" and state is TaskState.PENDING) and not (action == "archive"
+                                                                          and state is TaskState.ARCHIVED)
+
+
+def _act(ctx: Ctx, action: str, q: str, src: find.Source, matched: Sequence[find.Match]) -> int:
+    """Apply action to the matches, in calls whose pending-list walks stay within LREM_BUDGET."""
+    changed = 0
+    batch: list[str] = []
+    walk = 0
+    for m in matched:
+        near_tail = m.offset < src.size / 2
+        cost = (m.offset if near_tail else src.size - m.offset) if src.state is TaskState.PENDING else 0
+        if batch and walk + cost > LREM_BUDGET:
+            changed += _act_call(ctx, action, q, batch)
+            batch, walk = [], 0
+        batch += [m.id, m.digest, "tail" if near_tail else "head"]
+        walk += cost
+    if batch:
+        changed += _act_call(ctx, action, q, batch)
+    return changed
+
+
+def _act_call(ctx: Ctx, action: str, q: str, triples: list[str]) -> int:
+    now = ctx.now()
+    return ctx.run(Call(script("find_act"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
+                        [action, keys.queue_prefix(q), int(now * 1e9), int(now), int(now) - ARCHIVE_MAX_AGE,
+                         ARCHIVE_MAX_SIZE, *triples], lambda raw: int(raw[0])))

@@ -1,0 +1,41 @@
+-- find_act: run, archive or delete the tasks a find matched, each only if it is still the task judged (its
+-- message unchanged) and the action applies to its state now; one bounded batch per call.
+-- KEYS[1] pending list   KEYS[2] archived sorted set   KEYS[3] our exact due times asynqpy:{q}:due
+-- ARGV[1] "run", "archive" or "delete"   ARGV[2] queue key prefix asynq:{q}:   ARGV[3] now (Unix ns)
+-- ARGV[4] now (whole Unix s)   ARGV[5] archive age cutoff (Unix s)   ARGV[6] max archive size
+-- ARGV[7..] three values per task: id, sha1 of its message as judged, "tail" or "head" (the end of the pending
+--   list nearer to it, where LREM starts looking)
+-- returns {changed, skipped}
+-- #include _detach.lua
+-- #include _archive.lua
+local act, prefix = ARGV[1], ARGV[2]
+local changed, skipped = 0, 0
+for i = 7, #ARGV, 3 do
+  local id = ARGV[i]
+  local key = prefix .. "t:" .. id
+  local msg, state, group, ukey = unpack(redis.call("HMGET", key, "msg", "state", "group", "unique_key"))
+  if not state or not msg or redis.sha1hex(msg) ~= ARGV[i + 1] or state == "active"
+      or (act == "run" and state == "pending") or (act == "archive" and state == "archived") then
+    skipped = skipped + 1
+  else
+    if state == "pending" then
+      redis.call("LREM", KEYS[1], ARGV[i + 2] == "tail" and -1 or 1, id)
+    else
+      detach(prefix, KEYS[1], KEYS[3], id, state, group)
+    end
+    if act == "run" then
+      redis.call("LPUSH", KEYS[1], id)
+      redis.call("HSET", key, "state", "pending", "pending_since", ARGV[3])
+    elseif act == "archive" then
+      redis.call("ZADD", KEYS[2], ARGV[4], id)
+      redis.call("HSET", key, "state", "archived")
+      redis.call("HDEL", key, "pending_since")
+    else
+      if ukey and redis.call("GET", ukey) == id then redis.call("DEL", ukey) end
+      redis.call("DEL", key)
+    end
+    changed = changed + 1
+  end
+end
+if act == "archive" then trim_archive(KEYS[2], prefix .. "t:", ARGV[5], ARGV[6]) end
+return {changed, skipped}
