@@ -48,7 +48,7 @@ def test_find_is_bounded_and_resumes(capsys: pytest.CaptureFixture[str], redis_u
 
 def test_a_bad_query_is_one_line_naming_the_term(capsys: pytest.CaptureFixture[str], redis_url: str,
                                                  failed: None) -> None:
-    code, out, err = cli(capsys, redis_url, "task", "find", "q", "type:x age:1y")
+    code, _, err = cli(capsys, redis_url, "task", "find", "q", "type:x age:1y")
     assert code != 0 and "'age:1y'" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
