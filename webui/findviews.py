@@ -11,11 +11,12 @@ from flask import Blueprint, abort, g, request
 from asynqpy.errors import InvalidArgumentError
 from inspector.find import FindCount, FindResult, Mask
 from inspector.models import TaskRecord
-from webui import access, audit, inspector, jobs, snapshot
+from webui import access, audit, inspector, jobs, queuenames, snapshot
 from webui.auth import can, require_role
 from webui.render import page
 
 bp = Blueprint("find", __name__)
+bp.record_once(queuenames.register)  # before the routes: they use <queue:...>
 ACTIONS = {"run": "Replay", "archive": "Archive", "delete": "Delete"}
 PAGE_SCAN = 10_000  # tasks one page of results scans at most (bounded windows of 500)
 PREVIEW_SCAN = 100_000  # tasks the preview counts through before saying "at least"
@@ -46,7 +47,7 @@ def _show(queue: str, query: str, *, result: FindResult | None = None, count: Fi
                 jobs=[j for j in inspector().jobs(queue=queue, limit=5) if j.query and not j.finished])
 
 
-@bp.get("/queues/<queue>/find")
+@bp.get("/queues/<queue:queue>/find")
 @require_role("viewer")
 def find_page(queue: str) -> Any:
     query = _query()
@@ -70,7 +71,7 @@ def _admin(queue: str, action: str, query: str) -> None:
         abort(403, description="acting on every task that matches needs the admin role")
 
 
-@bp.post("/queues/<queue>/find/preview")
+@bp.post("/queues/<queue:queue>/find/preview")
 @require_role("viewer")
 def find_preview(queue: str) -> Any:
     """How many match (or at least how many so far), and a confirm button: nothing changes yet."""
@@ -86,7 +87,7 @@ def find_preview(queue: str) -> Any:
     return _show(queue, query, count=count, action=action)
 
 
-@bp.post("/queues/<queue>/find/<action>")
+@bp.post("/queues/<queue:queue>/find/<action>")
 @require_role("viewer")
 def find_action(queue: str, action: str) -> Any:
     query = _query()
