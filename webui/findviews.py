@@ -42,9 +42,11 @@ def _query() -> str:
 def _show(queue: str, query: str, *, result: FindResult | None = None, count: FindCount | None = None,
           error: str = "", message: str = "", action: str = "", status: int = 200) -> Any:
     info = snapshot.queue_info(queue)
+    now = inspector().now()
+    recent = [j for j in inspector().jobs(queue=queue, limit=5)
+              if j.query and (not j.finished or now - j.updated_at < 30)]  # an ended one shows its count a while
     return page("find.html", "partials/_find.html", status=status, info=info, query=query, result=result,
-                count=count, error=error, message=message, action=action, actions=ACTIONS, now=inspector().now(),
-                jobs=[j for j in inspector().jobs(queue=queue, limit=5) if j.query and not j.finished])
+                count=count, error=error, message=message, action=action, actions=ACTIONS, now=now, jobs=recent)
 
 
 @bp.get("/queues/<queue:queue>/find")
