@@ -181,19 +181,19 @@ class Inspector:
                              window=window, group=group)
 
     def find(self, queue: str, query: str, *, limit: int = 50, cursor: str = "", max_scan: int = 10_000,
-             window: int = 500, mask: Mask | None = None) -> FindResult:
+             window: int = find.ROWS_WINDOW, mask: Mask | None = None) -> FindResult:
         """Tasks of any state matching a query of the task query language (inspector.query: `type:email:*
         state:retry error:"SMTP busy" payload.user_id:42 -header.tenant:acme age:>1h`), in scanning order.
 
         Scans at most max_scan tasks from cursor ("" the start; result.next_cursor resumes), window tasks per
-        script call, and stops at limit matches. mask: how the viewer may see a task (e.g. a redaction
+        script call (at most find.ROWS_WINDOW, so no call holds Redis for long), and stops at limit matches. mask: how the viewer may see a task (e.g. a redaction
         policy's); payload and header terms are judged on that view, so a masked value cannot be matched.
         Raises InvalidArgumentError naming a bad term or cursor, QueueNotFoundError.
         """
         return find.find(self._ctx, queue, querylang.parse(query), limit=limit, cursor=cursor, max_scan=max_scan,
                          window=window, mask=mask)
 
-    def count_matches(self, queue: str, query: str, *, max_scan: int = 100_000, window: int = 1000,
+    def count_matches(self, queue: str, query: str, *, max_scan: int = 100_000, window: int = 500,
                       mask: Mask | None = None, cursor: str = "") -> FindCount:
         """How many tasks match a query among at most max_scan (result.complete: all were scanned, else the
         count is "at least"). Raises InvalidArgumentError, QueueNotFoundError."""

@@ -27,6 +27,7 @@ from inspector.scripts import script
 Mask = Callable[[TaskRecord], TaskRecord]
 SIZED = ("pending", "active", "scheduled", "retry", "archived", "completed")
 MAX_WINDOW = 1000
+ROWS_WINDOW = 250  # tasks per call when whole rows come back (payload terms): ~5 ms on a loaded machine
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ def find(ctx: Ctx, q: str, query: ql.Query, *, limit: int, cursor: str, max_scan
     ctx.require_queue(q)
     srcs = sources(ctx, q, query)
     idx, pos = start_at(srcs, cursor)
+    window = min(window, ROWS_WINDOW)
     total = sum(s.size for s in srcs)
     before = sum(s.size for s in srcs[:idx]) + pos
     found: list[TaskRecord] = []
@@ -235,6 +237,7 @@ def count(ctx: Ctx, q: str, query: ql.Query, *, max_scan: int, window: int, mask
     idx, pos = start_at(srcs, cursor)
     matched = scanned = 0
     rows = query.needs_record()
+    window = min(window, ROWS_WINDOW) if rows else window
     while idx < len(srcs) and scanned < max_scan:
         n = min(window, max_scan - scanned)
         taken, hits = scan_window(ctx, q, query, srcs[idx], pos, n, rows=rows)

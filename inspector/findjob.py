@@ -61,7 +61,9 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     if idx >= len(srcs):
         return 0, 0
     src = srcs[idx]
-    taken, hits = find.scan_window(ctx, q, query, src, pos, WINDOW, rows=query.needs_record())
+    rows = query.needs_record()
+    window = min(WINDOW, find.ROWS_WINDOW) if rows else WINDOW
+    taken, hits = find.scan_window(ctx, q, query, src, pos, window, rows=rows)
     matched = [m for m in hits if m.record is None or find.judged(query, m, mask) is not None]
     if len(matched) > n:  # more than the rate allows now: stop after the n-th, the rest is judged again
         matched = matched[:n]

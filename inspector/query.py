@@ -301,4 +301,7 @@ def script_terms(query: Query) -> list[str | int | float]:
     for t in query.cheap_terms():
         operand = lua_pattern(t.value) if t.field in ("type", "id") else t.value
         out += [t.field, "1" if t.negated else "0", t.op, operand]
+    for t in query.terms:  # text that must be in the payload is in the raw message too: fewer rows come back
+        if t.field == "payload" and not t.path and not t.negated:
+            out += ["text", "0", "in", t.value]
     return out

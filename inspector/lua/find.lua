@@ -2,8 +2,9 @@
 -- KEYS[1] the state's list or sorted set (or a group's)
 -- ARGV[1] "list" or "zset"   ARGV[2] start   ARGV[3] stop (LRANGE / ZRANGE indexes)   ARGV[4] task key prefix
 -- ARGV[5] the state   ARGV[6] now (Unix s)   ARGV[7] "rows" or "ids"
--- ARGV[8..] terms, four values each: field (type id error retried age failed), negated "1"/"0", op, operand
---   (type, id: an anchored Lua pattern; error: lower-cased text; others: a number compared with op)
+-- ARGV[8..] terms, four values each: field (type id error retried age failed text), negated "1"/"0", op,
+--   operand (type, id: an anchored Lua pattern; error: lower-cased text; text: lower-cased text that must be
+--   in the raw message, a hint for a payload term the caller judges; others: a number compared with op)
 -- returns {ids scanned, then per match: position in the window (1-based), id, and for "rows" score, msg,
 --   state, result, pending_since, asynqpy_error (a missing value is the integer 0), for "ids" sha1 of msg}
 -- #include _message.lua
@@ -19,6 +20,7 @@ local CMP = {[">"] = function(a, b) return a > b end, [">="] = function(a, b) re
 local function holds(field, op, v, id, m, h, score)
   if field == "type" then return string.find(m[1] or "", v) ~= nil end
   if field == "id" then return string.find(id, v) ~= nil end
+  if field == "text" then return string.find(string.lower(h[1] or ""), v, 1, true) ~= nil end
   if field == "error" then return string.find(string.lower((m[7] or "") .. "\0" .. (h[6] or "")), v, 1, true) ~= nil end
   local x
   if field == "retried" then x = m[6] or 0
