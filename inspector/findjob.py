@@ -5,6 +5,7 @@ its matches with one script (inspector/lua/find_act.lua) that skips a task chang
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 ACTIONS = ("run", "archive", "delete")
 WINDOW = 500  # tasks judged per step: one find script call
-LREM_BUDGET = 400_000  # pending-list elements LREM may walk in one call (a few ms on a million-task list)
+TOMBSTONE = "\x00asynqpy:find:gone:"  # no task id starts with NUL: what a removed pending slot holds a moment
 
 
 def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0, user: str = "") -> Job:
@@ -85,25 +86,14 @@ def _leaves_source(action: str, state: TaskState) -> bool:
 
 
 def _act(ctx: Ctx, action: str, q: str, src: find.Source, matched: Sequence[find.Match]) -> int:
-    """Apply action to the matches, in calls whose pending-list walks stay within LREM_BUDGET."""
-    changed = 0
-    batch: list[str] = []
-    walk = 0
-    for m in matched:
-        near_tail = m.offset < src.size / 2
-        cost = (m.offset if near_tail else src.size - m.offset) if src.state is TaskState.PENDING else 0
-        if batch and walk + cost > LREM_BUDGET:
-            changed += _act_call(ctx, action, q, batch)
-            batch, walk = [], 0
-        batch += [m.id, m.digest, "tail" if near_tail else "head"]
-        walk += cost
-    if batch:
-        changed += _act_call(ctx, action, q, batch)
-    return changed
-
-
-def _act_call(ctx: Ctx, action: str, q: str, triples: list[str]) -> int:
+    """Apply action to the matches (one script call; a pending list is walked once, from its nearer end)."""
+    if not matched:
+        return 0
+    near_tail = matched[-1].offset < src.size / 2
+    pairs = [x for m in matched for x in (m.id, m.digest)]
+    hints = [-(m.offset + 1) for m in matched]  # the pending list's index of each, from the tail
     now = ctx.now()
     return ctx.run(Call(script("find_act"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
                         [action, keys.queue_prefix(q), int(now * 1e9), int(now), int(now) - ARCHIVE_MAX_AGE,
-                         ARCHIVE_MAX_SIZE, *triples], lambda raw: int(raw[0])))
+                         ARCHIVE_MAX_SIZE, TOMBSTONE + secrets.token_hex(8), "tail" if near_tail else "head",
+                         *pairs, *hints], lambda raw: int(raw[0])))

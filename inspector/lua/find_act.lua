@@ -3,14 +3,20 @@
 -- KEYS[1] pending list   KEYS[2] archived sorted set   KEYS[3] our exact due times asynqpy:{q}:due
 -- ARGV[1] "run", "archive" or "delete"   ARGV[2] queue key prefix asynq:{q}:   ARGV[3] now (Unix ns)
 -- ARGV[4] now (whole Unix s)   ARGV[5] archive age cutoff (Unix s)   ARGV[6] max archive size
--- ARGV[7..] three values per task: id, sha1 of its message as judged, "tail" or "head" (the end of the pending
---   list nearer to it, where LREM starts looking)
+-- ARGV[7] a tombstone value no task id has   ARGV[8] "tail" or "head": the end of the pending list nearer to
+--   these tasks   ARGV[9..] two values per task: id, sha1 of its message as judged
+-- ARGV[9..] after them, for pending tasks: their index in the pending list when judged (from the tail, -1 first)
+-- A pending task leaves its list without one LREM walk each: its slot is overwritten with the tombstone (LSET,
+-- found by index, checked by LINDEX) and one LREM at the end removes every tombstone in a single walk from the
+-- nearer end; a task that moved since is removed by its own LREM.
 -- returns {changed, skipped}
 -- #include _detach.lua
 -- #include _archive.lua
-local act, prefix = ARGV[1], ARGV[2]
-local changed, skipped = 0, 0
-for i = 7, #ARGV, 3 do
+local act, prefix, tomb = ARGV[1], ARGV[2], ARGV[7]
+local changed, skipped, tombs = 0, 0, 0
+local n = (#ARGV - 8) / 3
+for k = 1, n do
+  local i = 7 + 2 * k
   local id = ARGV[i]
   local key = prefix .. "t:" .. id
   local msg, state, group, ukey = unpack(redis.call("HMGET", key, "msg", "state", "group", "unique_key"))
@@ -19,7 +25,13 @@ for i = 7, #ARGV, 3 do
     skipped = skipped + 1
   else
     if state == "pending" then
-      redis.call("LREM", KEYS[1], ARGV[i + 2] == "tail" and -1 or 1, id)
+      local at = tonumber(ARGV[8 + 2 * n + k])
+      if redis.call("LINDEX", KEYS[1], at) == id then
+        redis.call("LSET", KEYS[1], at, tomb)
+        tombs = tombs + 1
+      else
+        redis.call("LREM", KEYS[1], ARGV[8] == "tail" and -1 or 1, id)
+      end
     else
       detach(prefix, KEYS[1], KEYS[3], id, state, group)
     end
@@ -37,5 +49,6 @@ for i = 7, #ARGV, 3 do
     changed = changed + 1
   end
 end
+if tombs > 0 then redis.call("LREM", KEYS[1], ARGV[8] == "tail" and -tombs or tombs, tomb) end
 if act == "archive" then trim_archive(KEYS[2], prefix .. "t:", ARGV[5], ARGV[6]) end
 return {changed, skipped}

@@ -85,3 +85,28 @@ def test_bad_find_jobs(insp: Inspector, failures: None) -> None:
         with pytest.raises(InvalidArgumentError) as e:
             insp.start_find_job(*args, **kw)  # type: ignore[arg-type]
         assert e.value.argument == name
+
+
+def test_pending_tasks_that_moved_since_judged_still_leave_by_their_own_lrem(insp: Inspector, client: Client,
+                                                                             r: redis.Redis) -> None:
+    for i in range(8):
+        client.enqueue(Task("x" if i % 2 else "y"), queue="q", task_id=f"p{i}")
+    job = insp.start_find_job("delete", "q", "type:x")
+    from inspector import find
+
+    real = find.scan_window
+
+    def then_shift(*args: object, **kw: object) -> object:
+        out = real(*args, **kw)  # type: ignore[arg-type]
+        r.rpush(keys.pending("q"), "late")  # every index from the tail moves by one
+        return out
+
+    find.scan_window = then_shift  # type: ignore[assignment]
+    try:
+        final = insp.run_job(job.id)
+    finally:
+        find.scan_window = real
+    left = [t.decode() for t in r.lrange(keys.pending("q"), 0, -1)]
+    assert final.changed == 4
+    assert not [t for t in left if t in ("p1", "p3", "p5", "p7")] and not [t for t in left if "\x00" in t]
+    assert [t for t in left if t.startswith("p")] == ["p6", "p4", "p2", "p0"]
