@@ -75,7 +75,8 @@ def main() -> int:
         for name, q in QUERIES:
             ms, res, calls = measure(probe, lambda q=q: insp.find("big", q, limit=50, max_scan=10_000))
             rate = res.scanned / (ms / 1e3) if ms else 0
-            print(f"{name:<34} {ms:8.1f} {res.scanned:8d} {rate:10,.0f} {len(res.tasks):6d} {calls.note(args.slowlog_us):>16}")
+            print(f"{name:<34} {ms:8.1f} {res.scanned:8d} {rate:10,.0f} {len(res.tasks):6d} "
+                  f"{calls.note(args.slowlog_us):>16}")
         ms, far, calls = measure(probe, lambda: insp.find("big", "type:email:*", cursor=f"pending:{big - 5000}",
                                                           max_scan=10_000))
         print(f"{'far end of the list, by cursor':<34} {ms:8.1f} {far.scanned:8d} "

@@ -186,8 +186,9 @@ class Inspector:
         state:retry error:"SMTP busy" payload.user_id:42 -header.tenant:acme age:>1h`), in scanning order.
 
         Scans at most max_scan tasks from cursor ("" the start; result.next_cursor resumes), window tasks per
-        script call (at most find.ROWS_WINDOW, so no call holds Redis for long), and stops at limit matches. mask: how the viewer may see a task (e.g. a redaction
-        policy's); payload and header terms are judged on that view, so a masked value cannot be matched.
+        script call (at most find.ROWS_WINDOW, so no call holds Redis for long), and stops at limit matches.
+        mask: how the viewer may see a task (e.g. a redaction policy's); payload and header terms are judged on
+        that view, so a masked value cannot be matched.
         Raises InvalidArgumentError naming a bad term or cursor, QueueNotFoundError.
         """
         return find.find(self._ctx, queue, querylang.parse(query), limit=limit, cursor=cursor, max_scan=max_scan,
