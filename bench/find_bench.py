@@ -30,6 +30,7 @@ from asynqpy.rdb.broker import ARCHIVE_MAX_SIZE  # noqa: E402
 from bench.inspector_data import NEEDLE, NEEDLE_EVERY, Loader  # noqa: E402
 from bench.inspector_probe import Calls, Probe  # noqa: E402
 from inspector import Inspector  # noqa: E402
+from inspector.scripts import script  # noqa: E402
 
 QUERIES = (
     ("type glob, every task matches", "type:bench:*"),
@@ -41,6 +42,18 @@ QUERIES = (
     ("payload JSON path (1 in 1000)", f"payload.note:*{NEEDLE}"),
     ("negated type", "-type:bench:*"),
 )
+
+
+def slowest_by_script(admin: redis.Redis) -> str:
+    """The longest logged call of each find script (SLOWLOG entries name the script by its SHA1)."""
+    names = {script(n).sha: n for n in ("find", "find_act", "find_sizes")}
+    worst: dict[str, float] = {}
+    for e in admin.slowlog_get(-1):
+        cmd = e["command"]
+        parts = (cmd.decode("utf-8", "replace") if isinstance(cmd, bytes) else str(cmd)).split()
+        name = names.get(parts[1], parts[0]) if len(parts) > 1 else parts[0]
+        worst[name] = max(worst.get(name, 0.0), e["duration"] / 1000.0)
+    return ", ".join(f"{n} {ms:.1f} ms" for n, ms in sorted(worst.items()))
 
 
 def measure(probe: Probe, fn: Callable[[], Any]) -> tuple[float, Any, Calls]:
@@ -93,6 +106,7 @@ def main() -> int:
         print(f"\nfind job archiving the needles among {big:,} pending tasks: {final.changed} archived, "
               f"{final.done:,} scanned in {ms / 1e3:.1f} s ({final.done / (ms / 1e3):,.0f} tasks/s); "
               f"{calls.scripts} script calls, {calls.note(args.slowlog_us)}, {calls.over_warn} calls over 5 ms")
+        print(f"  longest call per script: {slowest_by_script(admin)}")
         left = insp.count_matches("big", f"state:pending payload:{NEEDLE}", max_scan=total)
         assert left.matched == 0 and left.complete, left
         print(f"\nload average {os.getloadavg()[0]:.2f} (2 cores shared: figures vary with other work)")

@@ -129,3 +129,34 @@ def test_bad_posts(as_role: Any, state: dict[str, Any], app: Flask) -> None:
     assert resp.status_code == 400 and "colour:red" in _text(resp)
     resp = _post(c, "/queues/mail/find/preview", {"q": "age:1y", "action": "delete"})
     assert resp.status_code == 400 and "age:1y" in _text(resp)
+
+
+def test_the_preview_says_at_least_before_the_end(as_role: Any, redis_url: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from webui import findviews
+
+    monkeypatch.setattr(findviews, "PREVIEW_SCAN", 5)
+    with Client(redis_url) as cl:
+        for i in range(12):
+            cl.enqueue(Task("t" if i % 2 else "u", b"{}"), queue="q", task_id=f"t{i:02d}", process_in=60 + i)
+    page = _text(_post(as_role("admin"), "/queues/q/find/preview", {"q": "type:t", "action": "delete"}))
+    assert "At least 2 tasks match so far" in page and "first 5 of 12" in page and "Delete all that match" in page
+
+
+def test_a_hidden_queue_cannot_be_searched(redis_url: str, tmp_path: Path) -> None:
+    from webui.users import UsersFile
+
+    path = tmp_path / "users.toml"
+    UsersFile(path).add("onlyb", "admin", "only-billing-pass-1", queue_roles={"billing:*": "admin", "*": "none"})
+    app = make_app(redis_url, path)
+    with Client(redis_url) as cl:
+        cl.enqueue(Task("t", b"{}"), queue="hr")
+        cl.enqueue(Task("t", b"{}"), queue="billing:eu")
+    c = app.test_client()
+    assert login(c, "onlyb", "only-billing-pass-1").status_code == 303
+    assert c.get("/queues/hr/find?q=type:t").status_code == 404
+    assert _post(c, "/queues/hr/find/delete", {"q": "type:t"}).status_code == 404
+    assert c.get("/queues/billing:eu/find?q=type:t").status_code == 200
+    with Inspector(redis_url) as insp:
+        assert insp.queue_info("hr", memory=False).pending == 1
+    app.extensions["asynqpy.inspector"].close()
