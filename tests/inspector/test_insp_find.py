@@ -154,3 +154,10 @@ def test_bad_arguments(insp: Inspector, client: Client) -> None:
         assert e.value.argument == name
     with pytest.raises(QueueNotFoundError):
         insp.find("nope", "type:t")
+
+
+def test_a_cursor_into_a_state_the_query_leaves_out_goes_on_with_the_next(insp: Inspector,
+                                                                          one_of_each: dict[str, str]) -> None:
+    assert [t.id for t in insp.find("q", "state:active,retry", cursor="pending:1").tasks] == ["active", "retry"]
+    assert [t.id for t in insp.find("q", "state:aggregating", cursor="aggregating:0:a").tasks] == ["aggregating"]
+    assert insp.find("q", "state:aggregating", cursor="aggregating:0:zzz").tasks == ()
