@@ -128,20 +128,19 @@ def start_at(srcs: Sequence[Source], cursor: str) -> tuple[int, int]:
     return len(srcs), 0
 
 
-def scan_window(ctx: Ctx, q: str, query: ql.Query, src: Source, pos: int, n: int, *,
-                rows: bool) -> tuple[int, list[Match]]:
-    """Judge n tasks of src from position pos by the query's cheap terms (one script call). Returns how many were
-    scanned and the matches in order; rows=True fetches what a TaskRecord needs."""
+def scan_window(ctx: Ctx, q: str, query: ql.Query, src: Source, pos: int, n: int, *, rows: bool,
+                most: int = 0) -> tuple[int, int, list[Match]]:
+    """Judge up to n tasks of src from position pos by the query's cheap terms, in asynq's order, stopping after
+    `most` matches (0: none); one script call. Returns how many were judged, how many the window held (fewer
+    than n: the source ends there) and the matches in order; rows=True fetches what a TaskRecord needs."""
     lo, hi = list_window(pos, pos + n - 1) if src.kind == "list" else (pos, pos + n - 1)
     now = ctx.now()
     width = records.ROW_WIDTH + 1 if rows else 3
 
-    def parse(raw: Sequence[Any]) -> tuple[int, list[Match]]:
-        taken = int(raw[0])
+    def parse(raw: Sequence[Any]) -> tuple[int, int, list[Match]]:
         found = []
-        for i in range(1, len(raw), width):
-            at, tid = int(raw[i]), text(raw[i + 1])
-            offset = pos + (taken - at if src.kind == "list" else at - 1)
+        for i in range(2, len(raw), width):
+            offset, tid = pos + int(raw[i]) - 1, text(raw[i + 1])
             if rows:
                 sc, *fields = raw[i + 2:i + width]
                 msg = records.value(fields[0])
@@ -149,10 +148,9 @@ def scan_window(ctx: Ctx, q: str, query: ql.Query, src: Source, pos: int, n: int
                 found.append(Match(tid, src, offset, hashlib.sha1(msg).hexdigest() if msg else "", rec))
             else:
                 found.append(Match(tid, src, offset, text(raw[i + 2]), None))
-        found.sort(key=lambda m: m.offset)
-        return taken, found
+        return int(raw[0]), int(raw[1]), found
 
-    args = [src.kind, lo, hi, keys.task_prefix(q), src.state.value, now, "rows" if rows else "ids",
+    args = [src.kind, lo, hi, keys.task_prefix(q), src.state.value, now, "rows" if rows else "ids", most,
             *ql.script_terms(query)]
     return ctx.read_script(Call(script("find"), [src.key], args, parse))
 
@@ -195,7 +193,7 @@ def find(ctx: Ctx, q: str, query: ql.Query, *, limit: int, cursor: str, max_scan
     while idx < len(srcs) and scanned < max_scan:
         src = srcs[idx]
         n = min(window, max_scan - scanned)
-        taken, hits = scan_window(ctx, q, query, src, pos, n, rows=True)
+        taken, got, hits = scan_window(ctx, q, query, src, pos, n, rows=True, most=limit - len(found))
         for m in hits:
             rec = judged(query, m, mask)
             if rec is None:
@@ -206,7 +204,7 @@ def find(ctx: Ctx, q: str, query: ql.Query, *, limit: int, cursor: str, max_scan
                 return result(make_cursor(src, m.offset + 1))
         scanned += taken
         pos += taken
-        if taken < n:
+        if got < n:
             idx, pos = idx + 1, 0
     if idx >= len(srcs):
         return result(None)
@@ -240,11 +238,11 @@ def count(ctx: Ctx, q: str, query: ql.Query, *, max_scan: int, window: int, mask
     window = min(window, ROWS_WINDOW) if rows else window
     while idx < len(srcs) and scanned < max_scan:
         n = min(window, max_scan - scanned)
-        taken, hits = scan_window(ctx, q, query, srcs[idx], pos, n, rows=rows)
+        taken, got, hits = scan_window(ctx, q, query, srcs[idx], pos, n, rows=rows)
         matched += sum(1 for m in hits if not rows or judged(query, m, mask) is not None)
         scanned += taken
         pos += taken
-        if taken < n:
+        if got < n:
             idx, pos = idx + 1, 0
     done = idx >= len(srcs)
     return FindCount(q, query.text, matched, scanned, sum(s.size for s in srcs), done,

@@ -64,7 +64,7 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     src = srcs[idx]
     rows = query.needs_record()
     window = min(WINDOW, find.ROWS_WINDOW) if rows else WINDOW
-    taken, hits = find.scan_window(ctx, q, query, src, pos, window, rows=rows)
+    taken, _, hits = find.scan_window(ctx, q, query, src, pos, window, rows=rows, most=n)
     matched = [m for m in hits if m.record is None or find.judged(query, m, mask) is not None]
     if len(matched) > n:  # more than the rate allows now: stop after the n-th, the rest is judged again
         matched = matched[:n]
