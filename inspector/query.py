@@ -302,6 +302,27 @@ def script_terms(query: Query) -> list[str | int | float]:
         operand = lua_pattern(t.value) if t.field in ("type", "id") else t.value
         out += [t.field, "1" if t.negated else "0", t.op, operand]
     for t in query.terms:  # text that must be in the payload is in the raw message too: fewer rows come back
-        if t.field == "payload" and not t.path and not t.negated:
-            out += ["text", "0", "in", t.value]
+        hint = _hint(t)
+        if hint:
+            out += ["text", "0", "in", hint]
     return out
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9 _.@:+-]{3,}")  # characters no JSON encoder escapes
+
+
+def _hint(t: Term) -> str:
+    """Lower-cased text every task a payload term holds for has in its raw message ("" when there is none)."""
+    if t.field != "payload" or t.negated:
+        return ""
+    if not t.path:
+        return str(t.value)
+    if t.op != "glob":
+        return ""
+    try:
+        float(t.value)
+        return ""  # a number may be written in other ways (4.2e1)
+    except ValueError:
+        pass
+    runs = [r for part in re.split(r"[*?]", t.value) for r in _PLAIN.findall(part) if _PLAIN.fullmatch(part)]
+    return max(runs, key=len).lower() if runs else ""

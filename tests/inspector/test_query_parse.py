@@ -85,3 +85,14 @@ def test_payload_and_header_judging() -> None:
 
 def test_lua_pattern_escapes_magic() -> None:
     assert ql.lua_pattern("a.b-c*%?") == "^a%.b%-c.*%%.$"
+
+
+def test_script_hints_are_only_text_every_match_holds() -> None:
+    def hints(q: str) -> list[str | int | float]:
+        out = ql.script_terms(ql.parse(q))
+        return [out[i + 3] for i in range(0, len(out), 4) if out[i] == "text"]
+
+    assert hints("payload:ACME") == ["acme"]
+    assert hints("payload.email:*@acme.com") == ["@acme.com"]
+    assert hints("payload.note:*needle-7f3a*") == ["needle-7f3a"]
+    assert hints("-payload:acme payload.n:42 payload.n:>3 payload.a:x* payload.s:*é* payload.u:a/b") == []
