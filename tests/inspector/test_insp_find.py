@@ -161,3 +161,22 @@ def test_a_cursor_into_a_state_the_query_leaves_out_goes_on_with_the_next(insp: 
     assert [t.id for t in insp.find("q", "state:active,retry", cursor="pending:1").tasks] == ["active", "retry"]
     assert [t.id for t in insp.find("q", "state:aggregating", cursor="aggregating:0:a").tasks] == ["aggregating"]
     assert insp.find("q", "state:aggregating", cursor="aggregating:0:zzz").tasks == ()
+
+
+def test_a_redaction_policy_hides_fields_and_headers_from_terms(insp: Inspector, client: Client) -> None:
+    from inspector.redact import Policy
+
+    pol = Policy.from_mapping({"types": {"pay:*": {"fields": ["payload.card"], "headers": ["X-Card-Ref"]}}})
+    client.enqueue(Task("pay:charge", b'{"card": "4242", "api_token": "tok-1", "n": 1}', headers={"X-Card-Ref": "r7"}),
+                   queue="q", task_id="c")
+
+    def viewer(rec: TaskRecord) -> TaskRecord:
+        return pol.task(rec, "viewer", full=False)
+
+    def admin(rec: TaskRecord) -> TaskRecord:
+        return pol.task(rec, "admin", full=False)
+
+    for q in ("payload.card:4242", "header.x-card-ref:r7", "payload.api_token:tok-1", "payload:4242"):
+        assert ids(insp, q, mask=admin) == ["c"], q
+        assert ids(insp, q, mask=viewer) == [], q
+    assert ids(insp, "payload.n:1 -header.x-card-ref:r7", mask=viewer) == ["c"]
