@@ -74,7 +74,7 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     changed = _act(ctx, job.action, q, src, matched)
     removed = changed if _leaves_source(job.action, src.state) else 0
     # the tasks acted on leave the source before the cursor: the ones after it move up by as many
-    ctx.redis.hset(jobs.JOB_PREFIX + job.id, "cursor", find.make_cursor(src, end - removed))
+    ctx.run(Call(script("find_cursor"), [jobs.JOB_PREFIX + job.id], [find.make_cursor(src, end - removed)], int))
     scanned = max(1, end - pos)  # 0 would say the scan has ended
     return changed, scanned
 
