@@ -110,3 +110,14 @@ def test_pending_tasks_that_moved_since_judged_still_leave_by_their_own_lrem(ins
     assert final.changed == 4
     assert not [t for t in left if t in ("p1", "p3", "p5", "p7")] and not [t for t in left if "\x00" in t]
     assert [t for t in left if t.startswith("p")] == ["p6", "p4", "p2", "p0"]
+
+
+def test_scripts_flushed_mid_job_are_loaded_again(insp: Inspector, failures: None, r: redis.Redis,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(findjob, "WINDOW", 10)
+    job = insp.start_find_job("delete", "q", "state:retry type:sms")
+    final = insp.run_job(job.id, progress=lambda j: r.script_flush())  # NOSCRIPT at every step
+    assert (final.status, final.changed) == ("done", 30)
+    assert insp.find("q", "type:sms state:retry").tasks == ()
+    r.script_flush()
+    assert len(insp.find("q", "type:mail").tasks) == 40
