@@ -19,7 +19,8 @@ from inspector.views import PAST, Out, confirm
 
 PREVIEW_SCAN = 200_000  # tasks the preview counts through before saying "at least"
 HELP = ("the query: terms ANDed, a leading - negates: type:email:* state:retry,archived error:\"SMTP busy\" "
-        "payload:acme payload.user_id:42 header.tenant:acme retried:>3 age:>1h failed:<10m id:3f2a*")
+        "payload:acme payload.user_id:42 header.tenant:acme retried:>3 age:>1h failed:<10m id:3f2a* (a query of "
+        "one negated term goes last, after --: task find Q --yes -- -type:x)")
 
 
 def add_find(task: Any, make: Any, parents: list[argparse.ArgumentParser]) -> None:
