@@ -155,6 +155,15 @@ def scan_window(ctx: Ctx, q: str, query: ql.Query, src: Source, pos: int, n: int
     return ctx.read_script(Call(script("find"), [src.key], args, parse))
 
 
+def count_window(ctx: Ctx, q: str, query: ql.Query, src: Source, pos: int, n: int) -> tuple[int, int, int]:
+    """How many of n tasks of src from pos the query's cheap terms hold for (one script call): (judged, in the
+    window, matches)."""
+    lo, hi = list_window(pos, pos + n - 1) if src.kind == "list" else (pos, pos + n - 1)
+    args = [src.kind, lo, hi, keys.task_prefix(q), src.state.value, ctx.now(), "count", 0, *ql.script_terms(query)]
+    return ctx.read_script(Call(script("find"), [src.key], args, lambda raw: (int(raw[0]), int(raw[1]),
+                                                                              int(raw[2]))))
+
+
 def judged(query: ql.Query, m: Match, mask: Mask | None) -> TaskRecord | None:
     """The record of a match as the viewer sees it, when the payload and header terms hold for that view."""
     if m.record is None:
@@ -238,8 +247,12 @@ def count(ctx: Ctx, q: str, query: ql.Query, *, max_scan: int, window: int, mask
     window = min(window, ROWS_WINDOW) if rows else window
     while idx < len(srcs) and scanned < max_scan:
         n = min(window, max_scan - scanned)
-        taken, got, hits = scan_window(ctx, q, query, srcs[idx], pos, n, rows=rows)
-        matched += sum(1 for m in hits if not rows or judged(query, m, mask) is not None)
+        if rows:
+            taken, got, hits = scan_window(ctx, q, query, srcs[idx], pos, n, rows=True)
+            matched += sum(1 for m in hits if judged(query, m, mask) is not None)
+        else:
+            taken, got, found = count_window(ctx, q, query, srcs[idx], pos, n)
+            matched += found
         scanned += taken
         pos += taken
         if got < n:

@@ -1,7 +1,7 @@
 -- find: judge one bounded window of a state's tasks by the query terms that need no payload (read only).
 -- KEYS[1] the state's list or sorted set (or a group's)
 -- ARGV[1] "list" or "zset"   ARGV[2] start   ARGV[3] stop (LRANGE / ZRANGE indexes)   ARGV[4] task key prefix
--- ARGV[5] the state   ARGV[6] now (Unix s)   ARGV[7] "rows" or "ids"   ARGV[8] stop after this many matches
+-- ARGV[5] the state   ARGV[6] now (Unix s)   ARGV[7] "rows", "ids" or "count"   ARGV[8] stop after this many matches
 --   (0: judge the whole window)
 -- ARGV[9..] terms, four values each: field (type id error retried age failed text), negated "1"/"0", op,
 --   operand (type, id: an anchored Lua pattern; error: lower-cased text; text: lower-cased text that must be
@@ -9,7 +9,8 @@
 -- Tasks are judged in asynq's order (a list's oldest, rightmost, first).
 -- returns {tasks judged, tasks in the window, then per match: position in asynq's order in the window
 --   (1-based), id, and for "rows" score, msg,
---   state, result, pending_since, asynqpy_error (a missing value is the integer 0), for "ids" sha1 of msg}
+--   state, result, pending_since, asynqpy_error (a missing value is the integer 0), for "ids" sha1 of msg;
+--   for "count" nothing per match: {judged, in the window, matches}}
 -- #include _message.lua
 local list, state, now = ARGV[1] == "list", ARGV[5], tonumber(ARGV[6])
 local ids
@@ -50,7 +51,9 @@ for k = 1, count do
     if holds(ARGV[j], ARGV[j + 2], ARGV[j + 3], id, m, h, score) == (ARGV[j + 1] == "1") then ok = false break end
   end
   out[1] = k
-  if ok then
+  if ok and ARGV[7] == "count" then
+    found = found + 1
+  elseif ok then
     out[#out + 1] = k
     out[#out + 1] = id
     if ARGV[7] == "ids" then
@@ -64,4 +67,5 @@ for k = 1, count do
     if max > 0 and found >= max then break end
   end
 end
+if ARGV[7] == "count" then out[3] = found end
 return out

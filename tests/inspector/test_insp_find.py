@@ -14,6 +14,8 @@ from inspector import Inspector
 from inspector.models import TaskRecord
 from tests.inspector.worker import Clock, Worker
 
+pytestmark = pytest.mark.cluster_too
+
 
 def ids(insp: Inspector, query: str, **kw: object) -> list[str]:
     res = insp.find("q", query, **kw)  # type: ignore[arg-type]

@@ -11,6 +11,8 @@ from asynqpy.rdb import keys
 from inspector import Inspector, findjob
 from tests.inspector.worker import Worker
 
+pytestmark = pytest.mark.cluster_too
+
 
 @pytest.fixture
 def failures(client: Client, worker: Worker) -> None:
