@@ -132,7 +132,7 @@ class _Lane:
                 await self.unregister()
             await self.processor.wait_for_slot(BLOCK)
             return
-        now = time.time()
+        now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
         if self._registered_until - now < REGISTRATION_TTL / 2:
             await self._register(now + REGISTRATION_TTL)
         item = await self.conn.blpop(list(self.boxes), timeout=BLOCK)

@@ -131,7 +131,7 @@ class Processor:
             if not got:
                 await self._wait(self._wake, self.cfg.idle_poll_interval)
                 continue
-            now = time.time()
+            now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since in got:
                 self._start(q, tid, data, max(0.0, now - since) if since else None)
 
@@ -258,7 +258,8 @@ class Processor:
     async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:
         msg, q = at.msg, at.queue
         await self._report(at, exc)
-        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=time.time(), skip=skip)
+        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=self.rt.redis_now(),
+                                      skip=skip)  # the retry is due by Redis's clock
         canceled = isinstance(exc, _StopRequested) and exc.reason == "canceled"
         self._outcome(at, "canceled" if canceled else "archived" if decision.archive else "retry", err)
         await self._write_now(call, what=call.script.name)

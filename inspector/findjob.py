@@ -51,7 +51,6 @@ def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0,
 def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     """Judge one window from the job's cursor and act on up to n of its matches. Returns (changed, scanned);
     scanned 0 means the scan reached its end. The new cursor is written to the job."""
-    from inspector import jobs
 
     q = job.queue
     query = ql.parse(job.query)
@@ -74,7 +73,7 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     changed = _act(ctx, job.action, q, src, matched)
     removed = changed if _leaves_source(job.action, src.state) else 0
     # the tasks acted on leave the source before the cursor: the ones after it move up by as many
-    ctx.run(Call(script("find_cursor"), [jobs.JOB_PREFIX + job.id], [find.make_cursor(src, end - removed)], int))
+    ctx.run(Call(script("find_cursor"), [keys.job(job.id)], [find.make_cursor(src, end - removed)], int))
     scanned = max(1, end - pos)  # 0 would say the scan has ended
     return changed, scanned
 

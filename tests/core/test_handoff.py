@@ -123,7 +123,7 @@ def test_forward_hands_due_tasks_to_waiters_and_wakes_for_the_rest(redis_url: st
     r.zadd(keys.waiters("default"), {"w1": time.time() + 60})
     ps = r.pubsub(ignore_subscribe_messages=True)
     ps.subscribe(keys.WAKE_CHANNEL)
-    moved, nxt = SyncRunner(r).run(broker.forward("default", now=time.time() + 13))
+    moved, nxt, _ = SyncRunner(r).run(broker.forward("default", now=time.time() + 13))
     assert moved == 2 and nxt is None
     [item] = r.lrange(keys.handoff("default", "w1"), 0, -1)
     assert broker.parse_handoff(item)[0] == a  # the first due went to the waiter, leased

@@ -215,6 +215,8 @@ def test_servers_page_shows_what_each_worker_runs(as_role: Any, redis_url: str) 
     row = active.split(f'data-task-id="{tid}"')[1].split("</tr>")[0]
     assert "<td>running</td>" in row and row.count("<time") == 2  # started (from the server) and lease
     assert "work</a>=1" in html and "1 / 2" in html and "slow" in html
+    offset = html.split("1 / 2</td>")[1].split("</td>")[0]  # the clock offset column: this machine's clock
+    assert re.search(r"[+-]0\.\d{3} s", offset) and "clock off" not in offset
 
 
 def test_size_chart_draws_the_samples(as_role: Any, state: dict[str, Any], redis_url: str) -> None:
