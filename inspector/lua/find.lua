@@ -12,30 +12,12 @@
 --   state, result, pending_since, asynqpy_error (a missing value is the integer 0), for "ids" sha1 of msg;
 --   for "count" nothing per match: {judged, in the window, matches}}
 -- #include _message.lua
+-- #include _find_terms.lua
 local list, state, now = ARGV[1] == "list", ARGV[5], tonumber(ARGV[6])
 local ids
 if list then ids = redis.call("LRANGE", KEYS[1], ARGV[2], ARGV[3])
 else ids = redis.call("ZRANGE", KEYS[1], ARGV[2], ARGV[3], "WITHSCORES") end
 local step = list and 1 or 2
-local CMP = {[">"] = function(a, b) return a > b end, [">="] = function(a, b) return a >= b end,
-  ["<"] = function(a, b) return a < b end, ["<="] = function(a, b) return a <= b end,
-  ["="] = function(a, b) return a == b end}
-
-local function holds(field, op, v, id, m, h, score)
-  if field == "type" then return string.find(m[1] or "", v) ~= nil end
-  if field == "id" then return string.find(id, v) ~= nil end
-  if field == "text" then return string.find(string.lower(h[1] or ""), v, 1, true) ~= nil end
-  if field == "error" then return string.find(string.lower((m[7] or "") .. "\0" .. (h[6] or "")), v, 1, true) ~= nil end
-  local x
-  if field == "retried" then x = m[6] or 0
-  elseif field == "failed" then x = (m[11] or 0) > 0 and now - m[11] or nil
-  elseif state == "pending" then x = tonumber(h[5] or "") and now - tonumber(h[5]) / 1e9
-  elseif state == "archived" or state == "aggregating" then x = score and now - score
-  elseif state == "completed" then x = (m[13] or 0) > 0 and now - m[13] or nil
-  elseif state == "retry" then x = (m[11] or 0) > 0 and now - m[11] or nil end
-  return x ~= nil and x ~= false and CMP[op](x, tonumber(v))
-end
-
 local count = math.floor(#ids / step)
 local out = {0, count}
 local found, max = 0, tonumber(ARGV[8])
@@ -48,7 +30,7 @@ for k = 1, count do
   local m = h[1] and message_fields(h[1]) or {}
   local ok = true
   for j = 9, #ARGV, 4 do
-    if holds(ARGV[j], ARGV[j + 2], ARGV[j + 3], id, m, h, score) == (ARGV[j + 1] == "1") then ok = false break end
+    if holds(ARGV[j], ARGV[j + 2], ARGV[j + 3], id, m, h, score, state, now) == (ARGV[j + 1] == "1") then ok = false break end
   end
   out[1] = k
   if ok and ARGV[7] == "count" then
