@@ -7,11 +7,25 @@
 --   these tasks   ARGV[9..] two values per task: id, sha1 of its message as judged
 -- ARGV[9..] after them, for pending tasks: their index in the pending list when judged (from the tail, -1 first)
 -- A pending task leaves its list without one LREM walk each: its slot is overwritten with the tombstone (LSET,
--- found by index, checked by LINDEX) and one LREM at the end removes every tombstone in a single walk from the
--- nearer end; a task that moved since is removed by its own LREM.
+-- found by index near where it was judged) and one LREM at the end removes every tombstone in a single walk
+-- from the nearer end; a task that moved further since is removed by its own LREM.
 -- returns {changed, skipped}
 -- #include _detach.lua
 -- #include _archive.lua
+-- where id is now near index at (from the tail): workers popping the oldest since move it towards the tail,
+-- a task pushed back at the tail moves it away; nil when it is not within the few hundred slots looked at
+local function locate(key, at, id)
+  if redis.call("LINDEX", key, at) == id then return at end
+  local lo, hi = at - 64, math.min(-1, at + 448)
+  local near = redis.call("LRANGE", key, lo, hi)
+  local first = lo
+  if -lo > redis.call("LLEN", key) then first = -redis.call("LLEN", key) end
+  for j, v in ipairs(near) do
+    if v == id then return first + j - 1 end
+  end
+  return nil
+end
+
 local act, prefix, tomb = ARGV[1], ARGV[2], ARGV[7]
 local changed, skipped, tombs = 0, 0, 0
 local n = (#ARGV - 8) / 3
@@ -25,8 +39,8 @@ for k = 1, n do
     skipped = skipped + 1
   else
     if state == "pending" then
-      local at = tonumber(ARGV[8 + 2 * n + k])
-      if redis.call("LINDEX", KEYS[1], at) == id then
+      local at = locate(KEYS[1], tonumber(ARGV[8 + 2 * n + k]), id)
+      if at then
         redis.call("LSET", KEYS[1], at, tomb)
         tombs = tombs + 1
       else
