@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from inspector.jobs import Job
 
 ACTIONS = ("run", "archive", "delete")
-WINDOW = 500  # tasks judged per step: one find script call
+WINDOW = 500  # tasks judged per find script call
+GATHER = 10  # find calls per step at most (fewer when the matches the rate allows are found)
 TOMBSTONE = "\x00asynqpy:find:gone:"  # no task id starts with NUL: what a removed pending slot holds a moment
 
 
@@ -49,7 +50,8 @@ def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0,
 
 
 def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
-    """Judge one window from the job's cursor and act on up to n of its matches. Returns (changed, scanned);
+    """Judge up to GATHER windows from the job's cursor and act on up to n of their matches (one action call).
+    Returns (changed, scanned);
     scanned 0 means the scan reached its end. The new cursor is written to the job."""
 
     q = job.queue
@@ -63,13 +65,17 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     src = srcs[idx]
     rows = query.needs_record()
     window = min(WINDOW, find.ROWS_WINDOW) if rows else WINDOW
-    taken, _, hits = find.scan_window(ctx, q, query, src, pos, window, rows=rows, most=n)
-    matched = [m for m in hits if m.record is None or find.judged(query, m, mask) is not None]
+    matched: list[find.Match] = []
+    end = pos
+    for _ in range(GATHER):  # several windows' matches per action call: one pending-list walk for them all
+        taken, got, hits = find.scan_window(ctx, q, query, src, end, window, rows=rows, most=n - len(matched))
+        matched += [m for m in hits if m.record is None or find.judged(query, m, mask) is not None]
+        end += taken
+        if got < window or len(matched) >= n:
+            break
     if len(matched) > n:  # more than the rate allows now: stop after the n-th, the rest is judged again
         matched = matched[:n]
         end = matched[-1].offset + 1
-    else:
-        end = pos + taken
     changed = _act(ctx, job.action, q, src, matched)
     removed = changed if _leaves_source(job.action, src.state) else 0
     # the tasks acted on leave the source before the cursor: the ones after it move up by as many
