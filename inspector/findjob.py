@@ -1,6 +1,6 @@
 """Find jobs: replay, archive or delete every task that matches a query, as a background job of inspector.jobs
-(same record, progress, rate, cancel). Each step scans one bounded window from the job's cursor and acts on
-its matches with one script (inspector/lua/find_act.lua) that skips a task changed since it was judged.
+(same record, progress, rate, cancel). Each step judges a few bounded windows from the job's cursor and acts on
+their matches with one script (inspector/lua/find_act.lua) that skips a task changed since it was judged.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0,
         raise InvalidArgumentError(f"rate must be a number of tasks per second >= 0, got {rate!r}", argument="rate")
     check_queue_name(q)
     query = ql.parse(query_text)
+    if not query.terms:
+        raise InvalidArgumentError("give a query: every task of a queue is not a find (act on a whole state "
+                                   "with run_all, archive_all or delete_all)", argument="query")
     ctx.require_queue(q)
     srcs = find.sources(ctx, q, query)
     states = query.states()
@@ -51,9 +54,7 @@ def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0,
 
 def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     """Judge up to GATHER windows from the job's cursor and act on up to n of their matches (one action call).
-    Returns (changed, scanned);
-    scanned 0 means the scan reached its end. The new cursor is written to the job."""
-
+    Returns (changed, scanned); scanned 0 means the scan reached its end. The new cursor is written to the job."""
     q = job.queue
     query = ql.parse(job.query)
     srcs = find.sources(ctx, q, query)

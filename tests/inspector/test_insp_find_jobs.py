@@ -83,7 +83,7 @@ def test_a_task_changed_since_judged_is_skipped(insp: Inspector, client: Client,
 
 def test_bad_find_jobs(insp: Inspector, failures: None) -> None:
     for args, kw, name in ((("smash", "q", "type:x"), {}, "action"), (("run", "q", "colour:x"), {}, "query"),
-                           (("run", "q", "type:x"), {"rate": -1}, "rate")):
+                           (("run", "q", "type:x"), {"rate": -1}, "rate"), (("delete", "q", "  "), {}, "query")):
         with pytest.raises(InvalidArgumentError) as e:
             insp.start_find_job(*args, **kw)  # type: ignore[arg-type]
         assert e.value.argument == name
