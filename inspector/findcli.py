@@ -82,6 +82,8 @@ def preview(c: FindCount) -> str:
 def _act(insp: Inspector, args: argparse.Namespace) -> Out:
     if args.rate < 0:
         raise UsageError("--rate must be 0 or more tasks per second")
+    if not args.query.strip():
+        raise UsageError(f"--{args.action} needs a query (for a whole state: task {args.action} QUEUE --all --state S)")
     mask = _mask(args)
     count = insp.count_matches(args.queue, args.query, max_scan=PREVIEW_SCAN, mask=mask)
     if count.complete and count.matched == 0:

@@ -76,3 +76,5 @@ def test_replay_all_that_match_after_preview(capsys: pytest.CaptureFixture[str],
     assert code == 0 and json.loads(out)["count"] == 6
     assert cli(capsys, redis_url, "task", "find", "q", "type:sms", "--archive", "--yes")[1].startswith(
         "no tasks match")
+    code, _, err = cli(capsys, redis_url, "task", "find", "q", " ", "--delete", "--yes")
+    assert code == 2 and "needs a query" in err
