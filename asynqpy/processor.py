@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import time
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
 from asynqpy.handoff import HandoffListener
@@ -61,7 +63,8 @@ class Processor:
         self.acker = acker
         self.syncer = syncer
         self.on_retry = on_retry
-        self.handler = mux.compile(self._run_sync)
+        self.handler = tracing.wrap_handler(mux.compile(self._run_sync))  # itself when tracing is off
+        self.hooks = tracing.outcome_hooks(self.cfg.outcome_hooks)
         self.pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency, thread_name_prefix="asynqpy-handler")
         self.running = 0
         self._slot = asyncio.Event()
@@ -200,7 +203,8 @@ class Processor:
             self.handoff.withdraw()  # full: no more hand-offs, not even while its lanes block
 
     async def _run_sync(self, fn: Handler, task: ReceivedTask) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, task)
+        # in the task's context, so a handler's own spans (and other context variables) follow the task
+        return await asyncio.get_running_loop().run_in_executor(self.pool, contextvars.copy_context().run, fn, task)
 
     async def _execute(self, at: ActiveTask) -> None:
         outcome: BaseException | None = None
@@ -225,7 +229,7 @@ class Processor:
             self._idle.set()
 
     def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
-        hooks = self.cfg.outcome_hooks
+        hooks = self.hooks
         if hooks:
             ended = at.ended or time.time()
             call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
