@@ -95,15 +95,14 @@ class TestWorker:
     def drain(self, queues: Iterable[str] | None = None, *, timeout: float = 10.0,
               advance_time: bool = False) -> DrainReport:
         """Wait until no task of queues (default: all of this worker's) is pending, active, or scheduled or
-        retrying and due within a second; return what happened to each task that ran meanwhile.
+        retrying and due within a second; return what happened to each task that ran since the worker
+        started or the last drain ended.
 
         advance_time: also run the tasks due later (a retry's backoff, process_in=...), moving their due times
         forward with advance() instead of waiting. Raises DrainTimeout (an AssertionError) after timeout
         seconds, saying what is left.
         """
         qs = list(queues) if queues is not None else self.queues
-        with self._lock:
-            start = len(self._events)
         end = time.monotonic() + timeout
         while True:
             states = {q: self._runner.run(_quiet(q)) for q in qs}
@@ -119,7 +118,7 @@ class TestWorker:
                 raise DrainTimeout(f"drain timed out after {timeout}s with tasks left: {left}")
             time.sleep(0.01)
         with self._lock:
-            events = self._events[start:]
+            events, self._events = self._events, []
         return self._report(events)
 
     def _report(self, events: list[TaskOutcome]) -> DrainReport:
