@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 
 from asynqpy import Client, ReceivedTask, RevokeTask, ServeMux, SkipRetry, Task
+from asynqpy.embedded import EmbeddedServer
 from asynqpy.testing import DrainTimeout, TestWorker, run_task, run_task_async
 
 REPO = Path(__file__).resolve().parents[2]
@@ -194,3 +196,24 @@ def test_the_plugin_starts_no_server_for_tests_that_ask_for_none(tmp_path: Path)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plain.py"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_users_project_is_refused_a_test_database_holding_foreign_keys(tmp_path: Path) -> None:
+    (tmp_path / "test_uses_redis.py").write_text(
+        "def test_it(asynqpy_client):\n"
+        "    pass\n")
+    with EmbeddedServer() as other:  # stands for a developer's own Redis
+        db15 = redis.Redis.from_url(other.url.rsplit("/", 1)[0] + "/15")
+        db15.set("precious", "a developer's data")
+        env = {**os.environ, "ASYNQPY_TEST_REDIS_URL": other.url}
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_uses_redis.py"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "holds 1 keys the tests did not write" in out.stdout + out.stderr
+        assert db15.get("precious") == b"a developer's data"
+        db15.delete("precious")
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_uses_redis.py"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert db15.keys("*") == [b"asynqpy:tests:owned"]
+        db15.close()
