@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from asynqpy.connection import connect
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.mux import AsyncHandler, Handler, ServeMux
 from asynqpy.outcome import TaskOutcome
 from asynqpy.rdb import keys
@@ -133,9 +134,11 @@ class TestWorker:
     def advance(self, seconds: float, *, queues: Iterable[str] | None = None) -> int:
         """Make every scheduled and retry task of queues (default: this worker's) due `seconds` earlier, as if
         the clock had moved on; returns how many tasks were moved. Redis's own clock (TIME), by which the
-        scripts judge due times, does not move: leases, heartbeats and cron ticks are not affected."""
+        scripts judge due times, does not move: leases, heartbeats and cron ticks are not affected.
+        Raises InvalidArgumentError (a ValueError) for seconds <= 0."""
         if seconds <= 0:
-            raise ValueError(f"advance needs a positive number of seconds, not {seconds!r}")
+            raise InvalidArgumentError(f"advance needs a positive number of seconds, not {seconds!r}",
+                                       argument="seconds")
         return sum(self._runner.run(_advance(q, seconds)) for q in (queues if queues is not None else self.queues))
 
     def stop(self) -> None:
