@@ -20,12 +20,11 @@ import redis
 from redis.cluster import RedisCluster
 
 from asynqpy.connection import connect
-from asynqpy.testing.server import MARKER, TEST_DB, TEST_URL_ENV, check_owned, clean_db, db15_url
+from asynqpy.testing.server import clean_db
 from asynqpy.topology import LocalCluster, LocalSentinel
 
 # The session server and the clean database are the asynqpy.testing plugin's (one logic, one server): its
-# asynqpy_server_url fixture is the session server of this suite too.
-__all__ = ["MARKER", "TEST_DB", "TEST_URL_ENV", "check_owned", "db15_url"]
+# asynqpy_server_url fixture (asynqpy/testing/server.py) is the session server of this suite too.
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
