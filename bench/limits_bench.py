@@ -80,16 +80,18 @@ def main() -> None:
     with EmbeddedServer() as srv:
         url = srv.url
         print("dequeue script, usec per call (server side, 1 task per call):")
-        for limits, matching in ((0, False), (100, False), (100, True)):
+        for limits, matching in ((0, False), (10, False), (100, False), (100, True)):
             print(f"  {limits:3d} limits{' (one matches)' if matching else ''}: "
                   f"{script_cost(url, args.calls, limits, matching):.1f}")
         rates: dict[int, list[float]] = {0: [], 10: []}
-        for _ in range(args.rounds):
-            for limits in (0, 10):
+        for i in range(args.rounds):
+            for limits in ((0, 10) if i % 2 == 0 else (10, 0)):  # alternating order: the machine's load drifts
                 rates[limits].append(drain(url, args.tasks, limits))
         base, lim = statistics.median(rates[0]), statistics.median(rates[10])
         print(f"drain of an unlimited type, {args.tasks} no-op tasks, median of {args.rounds}: "
               f"no limits {base:.0f}/s, 10 limits on other types {lim:.0f}/s ({(lim - base) / base * 100:+.1f}%)")
+        print("  each round, no limits / 10 limits:", ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(rates[0], rates[10],
+                                                                                                 strict=True)))
 
 
 if __name__ == "__main__":

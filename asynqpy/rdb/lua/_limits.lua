@@ -115,14 +115,28 @@ local function partition(key, fields)
   return ""
 end
 
--- the limits a task message falls under: {l = limit, part = partition}, none when nothing matches
+-- the task type: field 1, which asynq (and we) write first; else found by a full parse
+local function type_of(msg)
+  if string.byte(msg, 1) == 10 then
+    local n, i = pb_varint(msg, 2)
+    if n then
+      return string.sub(msg, i, i + n - 1)
+    end
+  end
+  return (pb_strings(msg)[1] or {""})[1]
+end
+
+-- the limits a task message falls under: {l = limit, part = partition}, none when nothing matches (the message is
+-- parsed in full only for a limit with a partition key)
 local function limits_of(list, msg)
-  local fields = pb_strings(msg)
-  local tt = (fields[1] or {""})[1]
-  local got = {}
+  local tt = type_of(msg)
+  local got, fields = {}, nil
   for _, l in ipairs(list) do
     if string.find(tt, l.pat) then
       parsed(l)
+      if l.key ~= "" and not fields then
+        fields = pb_strings(msg)
+      end
       got[#got + 1] = {l = l, part = partition(l.key, fields)}
     end
   end
