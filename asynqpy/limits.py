@@ -147,6 +147,7 @@ class Usage:
     waiting: int
     partitions: int
     waits_total: int = 0
+    oldest_wait: float = 0.0  # seconds the longest-waiting of them has been pending
 
 
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
@@ -161,14 +162,19 @@ def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None)
         t, ms = r.hmget(keys.limit_bucket(queue, limit.pattern, ""), ["tokens", "ms"])
         refill = 0.0 if t is None else max(0.0, now * 1000 - float(ms or 0)) * limit.rate / 1000
         tokens = limit.bucket if t is None else min(limit.bucket, float(t) + refill)
-    waiting = 0
+    waiting, oldest = 0, 0.0
     head = limit.pattern + "\n"
     for m in r.zrange(keys.limit_waiting(queue), 0, -1):
         member = _text(m)
         if member.startswith(head):
-            waiting += int(r.llen(keys.limit_wait_list(queue, member)))
+            wl = keys.limit_wait_list(queue, member)
+            waiting += int(r.llen(wl))
+            oldest_id = r.lindex(wl, -1)
+            since = r.hget(keys.task(queue, _text(oldest_id)), "pending_since") if oldest_id else None
+            if since:
+                oldest = max(oldest, now - int(since) / 1e9)
     total = int(r.hget(keys.limit_waits(queue), limit.pattern) or 0)
-    return Usage(queue, limit, running, tokens, waiting, parts, total)
+    return Usage(queue, limit, running, tokens, waiting, parts, total, max(0.0, oldest))
 
 
 def usages(r: redis.Redis) -> list[Usage]:

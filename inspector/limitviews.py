@@ -9,6 +9,7 @@ from asynqpy.backpressure import QueueLimit, parse_duration
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.limits import Limit, Usage, parse_rate
 from inspector.api import Inspector
+from inspector.display import span
 from inspector.textout import table
 from inspector.views import Out
 
@@ -89,7 +90,8 @@ def usage_rows(usages: list[Usage]) -> str:
         if u.limit.concurrency and u.limit.key:
             running += f" in {u.partitions} key(s)"
         tokens = "-" if u.tokens is None else f"{u.tokens:.1f}/{u.limit.bucket:g}"
-        rows.append([u.limit.pattern, u.queue, u.limit.describe(), running, tokens, u.waiting, u.waits_total])
+        waiting = f"{u.waiting} (oldest {span(u.oldest_wait)})" if u.waiting else "0"
+        rows.append([u.limit.pattern, u.queue, u.limit.describe(), running, tokens, waiting, u.waits_total])
     return table(["LIMIT", "QUEUE", "RULE", "RUNNING", "TOKENS", "WAITING", "HELD BACK"], rows)
 
 
