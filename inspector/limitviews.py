@@ -95,6 +95,15 @@ def usage_rows(usages: list[Usage]) -> str:
     return table(["LIMIT", "QUEUE", "RULE", "RUNNING", "TOKENS", "WAITING", "HELD BACK"], rows)
 
 
+def go_consumers(insp: Inspector, usages: list[Usage]) -> list[str]:
+    """Warnings for live servers that look like Go asynq servers (no clock offset in their heartbeat: see
+    ServerInfo.clock_offset) and consume a queue holding limits: Go workers do not obey them."""
+    limited = {u.queue for u in usages}
+    return [f"server {s.host}:{s.pid} consumes {', '.join(sorted(limited & set(s.queues)))} and looks like a Go "
+            "asynq server: Go workers do not obey these limits"
+            for s in insp.servers() if s.clock_offset is None and limited & set(s.queues)]
+
+
 def limit_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     lims = insp.limits()
     if not lims:
@@ -106,7 +115,9 @@ def limit_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     if idle:
         text += ("\n" if text else "") + "\n".join(f"{lim.pattern}: {lim.describe()} (no queue holds it yet; "
                                                    "servers copy it at start)" for lim in idle)
-    return Out({"limits": lims, "usage": usages}, f"{text}\n{GO_NOTE}")
+    warnings = go_consumers(insp, usages)
+    text += "".join(f"\nwarning: {w}" for w in warnings)
+    return Out({"limits": lims, "usage": usages, "warnings": warnings}, f"{text}\n{GO_NOTE}")
 
 
 def limit_rm(insp: Inspector, args: argparse.Namespace) -> Out:

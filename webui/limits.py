@@ -9,6 +9,7 @@ from flask import Blueprint, abort, request
 
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.limits import Limit, parse_rate
+from inspector.limitviews import go_consumers
 from webui import audit, inspector
 from webui.auth import can, require_role
 from webui.render import page
@@ -18,8 +19,9 @@ bp = Blueprint("limits", __name__)
 
 def _show(message: str = "", level: str = "ok", status: int = 200) -> Any:
     insp = inspector()
-    return page("limits.html", limits=insp.limits(), usage=insp.limit_usage(), message=message, level=level,
-                status=status)
+    usage = insp.limit_usage()
+    return page("limits.html", limits=insp.limits(), usage=usage, warnings=go_consumers(insp, usage),
+                message=message, level=level, status=status)
 
 
 @bp.get("/limits")

@@ -79,3 +79,24 @@ def test_queue_limit_command_and_refusal_metrics(capsys: pytest.CaptureFixture[s
     assert 'asynqpy_queue_enqueue_refused_total{queue="billing"} 1\n' in text
     assert 'asynqpy_limit_waits_total{queue="default",limit="email:*"} 1\n' in text
     assert cli(capsys, redis_url, "queue", "limit", "billing", "--clear")[:2] == (0, "queue 'billing': limit removed\n")
+
+
+def test_a_go_server_on_a_limited_queue_is_warned_about(capsys: pytest.CaptureFixture[str], redis_url: str,
+                                                        r: redis.Redis) -> None:
+    from asynqpy.rdb import keys
+    from asynqpy.wire import ServerInfo
+    c = Client(redis_url)
+    c.enqueue(Task("email:a", b""))
+    c.enqueue(Task("email:b", b""))
+    cli(capsys, redis_url, "limit", "set", "email:*", "--concurrency", "1")
+    # what a Go asynq server writes: its ServerInfo, no health record of ours
+    key = keys.server_info("gohost", 42, "go-1")
+    r.set(key, ServerInfo(host="gohost", pid=42, server_id="go-1", concurrency=10, queues={"default": 1},
+                          status="active").SerializeToString())
+    r.zadd(keys.SERVERS, {key: time.time() + 60})
+    out = cli(capsys, redis_url, "limit", "ls")[1]
+    assert "warning: server gohost:42 consumes default and looks like a Go asynq server" in out
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+    waiting = r.lindex("asynqpy:{default}:lwait:email:*\n", 0).decode()
+    out = cli(capsys, redis_url, "task", "explain", "default", waiting)[1]
+    assert "Go workers do not obey asynqpy's limits" in out
