@@ -90,3 +90,19 @@ def test_limit_arguments() -> None:
     assert parse_duration("10m") == 600 and parse_duration("250ms") == 0.25 and parse_duration("30") == 30
     with pytest.raises(InvalidArgumentError):
         parse_duration("soon")
+
+
+def test_tasks_waiting_on_a_limit_count_toward_the_size(redis_url: str, r: redis.Redis) -> None:
+    from asynqpy import Limit
+    from asynqpy.limits import remove_limit, set_limit
+    c = Client(redis_url)
+    set_limit(r, Limit("email:*", concurrency=1), queues=["billing"])
+    for _ in range(3):
+        c.enqueue(Task("email:send", b""), queue="billing")
+    SyncRunner(r).run(broker.dequeue_timed("billing", lease_expiry=time.time() + 30, count=10))
+    assert r.llen(keys.pending("billing")) == 0 and r.get("asynqpy:{billing}:lwaitn") == b"2"
+    set_queue_limit(r, "billing", max_size=3)  # 1 active + 2 waiting on the limit
+    with pytest.raises(QueueFullError):
+        c.enqueue(Task("free", b""), queue="billing")
+    remove_limit(r, "email:*")
+    assert r.get("asynqpy:{billing}:lwaitn") == b"0" and r.llen(keys.pending("billing")) == 2

@@ -10,6 +10,7 @@
 --   ltok:<name>:<part>   hash tokens, ms: the token bucket of a rate.
 --   lwait:<name>\n<part> list: tasks over that limit, oldest at the right; they left pending, so the tasks
 --                        behind them start (no head-of-line blocking). Not a retry, not a failure.
+--   lwaitn               how many tasks all the wait lists hold (backpressure counts them: _room.lua)
 --   lwaits               hash name -> how many times a task was held back by it (a counter, for metrics)
 --   lwaiting             zset "<name>\n<part>" -> when to look again (Unix s): the next token, or the first
 --                        lease expiry of the slot holders. dequeue.lua looks at the first ones every time (a
@@ -216,6 +217,13 @@ local function block(lp, task_key, id, m, again)
   redis.call("ZADD", lp .. "lwaiting", "LT", again or 0, member)
   redis.call("HSET", task_key, "limit_wait", m.l.name)
   redis.call("HINCRBY", lp .. "lwaits", m.l.name, 1)
+  redis.call("INCR", lp .. "lwaitn")
+end
+
+-- the last task of wait list wl leaves it (started, moved, or gone)
+local function unwait(lp, wl)
+  redis.call("RPOP", wl)
+  redis.call("DECR", lp .. "lwaitn")
 end
 
 -- limits_prefix_of("asynq:{q}:pending") = "asynqpy:{q}:"

@@ -1,5 +1,5 @@
 -- _room.lua: a fragment (pasted at "-- #include _room.lua"): producer backpressure. A queue may have a size limit
--- and/or an oldest-task age limit in asynqpy:{q}:qlimit (max_size: tasks pending + scheduled + retry + active;
+-- and/or an oldest-task age limit in asynqpy:{q}:qlimit (max_size: tasks pending (waiting on a limit too) + scheduled + retry + active;
 -- max_latency: seconds the oldest pending task has waited), written by asynqpy/backpressure.py. An enqueue past
 -- either is refused atomically: the script returns "full:<size|latency>:<limit>:<current>" and writes nothing.
 -- Each refusal is counted in asynqpy:{q}:refused (for metrics and alerts). base: "asynq:{q}:"; adding: tasks
@@ -10,7 +10,8 @@ local function refusal(base, now_ms, adding)
   local max_size, max_latency = tonumber(lim[1]), tonumber(lim[2])
   if max_size then
     local size = redis.call("LLEN", base .. "pending") + redis.call("ZCARD", base .. "scheduled") +
-                 redis.call("ZCARD", base .. "retry") + redis.call("LLEN", base .. "active") + adding
+                 redis.call("ZCARD", base .. "retry") + redis.call("LLEN", base .. "active") + adding +
+                 (tonumber(redis.call("GET", mine .. "lwaitn")) or 0)  -- and those waiting on a limit
     if size >= max_size then
       redis.call("INCR", mine .. "refused")
       return "full:size:" .. max_size .. ":" .. size

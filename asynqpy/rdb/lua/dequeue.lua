@@ -50,19 +50,19 @@ if list then
       local msg = redis.call("HGET", key, "msg")
       local st = redis.call("HMGET", key, "limit_wait", "state")
       if not msg or not st[1] or st[2] ~= "pending" then
-        redis.call("RPOP", wl)  -- deleted, archived or started meanwhile (Inspector)
+        unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
       else
         local matched = limits_of(list, msg)
         local m, at = admit(lp, KEYS[4], matched, id, now_ms, ARGV[1])
         if not m then
-          redis.call("RPOP", wl)
+          unwait(lp, wl)
           redis.call("LPUSH", KEYS[3], id)
           start(id, key, msg)
         elseif m.l.name .. "\n" .. m.part == member then
           again = at
           break
         else
-          redis.call("RPOP", wl)  -- waits for another limit now
+          unwait(lp, wl)  -- waits for another limit now
           block(lp, key, id, m, at)
         end
       end

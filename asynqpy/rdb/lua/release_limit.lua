@@ -13,6 +13,7 @@ for _, member in ipairs(redis.call("ZRANGE", KEYS[1], 0, -1)) do
       if not id then
         break
       end
+      redis.call("DECR", ARGV[1] .. "lwaitn")
       if redis.call("HDEL", ARGV[3] .. id, "limit_wait") == 1 then
         redis.call("RPUSH", KEYS[2], id)
         moved = moved + 1
