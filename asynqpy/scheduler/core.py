@@ -318,7 +318,7 @@ class Scheduler:
         if claimed == "early":
             await self._sync_clock(runner)
             return "early"
-        if claimed == "taken":
+        if claimed in ("taken", "paused"):  # paused: an operator's flag in Redis; this tick is skipped
             return "done"
         e.prev_tick = tick
         e.enqueued += 1
