@@ -12,10 +12,10 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from asynqpy.cron import Schedule
+from asynqpy.cron import Schedule, parse_go_duration
 from asynqpy.cron import parse as parse_cron
-from asynqpy.cron import parse_go_duration
 from asynqpy.cronwords import describe
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.options import build_options
@@ -81,7 +81,7 @@ def statuses(ctx: Ctx, entries: list[SchedulerEntry] | None = None, *, runs: int
             b.command("EXISTS", keys.cron_paused(q, e.id))
             b.command("ZRANGE", keys.scheduler_history(e.id), -HISTORY, -1, "WITHSCORES")
     raw = ctx.read(fill)
-    hist = [raw[i * 3 + 2] for i in range(len(found))]
+    hist = [_pairs(raw[i * 3 + 2]) for i in range(len(found))]
     lasts = [_last_task(h) for h in hist]
     states = ctx.read(lambda b: [b.command("HGET", keys.task(q, tid), "state")
                                  for q, tid in zip(queues, lasts, strict=True) if tid])
@@ -96,17 +96,24 @@ def statuses(ctx: Ctx, entries: list[SchedulerEntry] | None = None, *, runs: int
             when, nxt = describe(sched), _next_runs(sched, now, runs)
         except InvalidArgumentError:
             when, nxt = f"spec {e.spec!r} (not understood here)", ()
-        firings = tuple(float(s) for s in hist[i][1::2])
+        firings = tuple(float(score) for _, score in hist[i])
         out.append(CronStatus(e, q, bool(raw[i * 3]), bool(raw[i * 3 + 1]), when, nxt, firings, tid, state))
     return out
 
 
-def _last_task(pairs: list[bytes]) -> str:
+def _pairs(raw: list[Any]) -> list[tuple[bytes, float]]:
+    """ZRANGE WITHSCORES as (member, score) pairs, whether the client paired them or left them flat."""
+    if raw and isinstance(raw[0], (list, tuple)):
+        return [(bytes(m), float(sc)) for m, sc in raw]
+    return [(bytes(raw[i]), float(raw[i + 1])) for i in range(0, len(raw), 2)]
+
+
+def _last_task(pairs: list[tuple[bytes, float]]) -> str:
     if not pairs:
         return ""
     ev = SchedulerEnqueueEvent()
     try:
-        ev.ParseFromString(pairs[-2])
+        ev.ParseFromString(pairs[-1][0])
     except Exception:  # not a protobuf event: no last task to show
         return ""
     return str(ev.task_id)

@@ -147,7 +147,8 @@ def mark(ctx: Ctx, label: str, *, by: str = "") -> Mark:
     at = ctx.now()
     data = encode_mark(label, at, by)
     ctx.run(add_mark(data, at=at))
-    return Mark(json.loads(data)["label"], at, by)
+    d = json.loads(data)
+    return Mark(d["label"], d["at"], by)
 
 
 def marks(ctx: Ctx, since: float) -> list[Mark]:
