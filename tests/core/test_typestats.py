@@ -100,8 +100,8 @@ def test_deploy_marks(redis_url: str) -> None:
 
 
 def test_a_flush_redis_refuses_is_kept_and_written_later(redis_url: str, r: redis.Redis) -> None:
-    from asynqpy.runtime import Runtime
     from asynqpy.config import ServerConfig
+    from asynqpy.runtime import Runtime
     from asynqpy.typestats import TypeStatsFlusher
 
     stats = TypeStats()
