@@ -43,8 +43,9 @@ def sparkline(points: Sequence[tuple[int, int, int]], step: int, marks: Sequence
     t0, t1 = points[0][0], points[-1][0] + step
     dx = SW / len(points)
     line = " ".join(f"{(i + 0.5) * dx:.1f},{SH - 2 - (SH - 4) * n / top:.1f}" for i, (_, n, _) in enumerate(points))
-    fails = "".join(f'<rect class="fail" x="{i * dx:.1f}" y="{SH - (SH - 4) * f / top - 2:.1f}" width="{max(dx, 1):.1f}" '
-                    f'height="{(SH - 4) * f / top:.1f}"/>' for i, (_, _, f) in enumerate(points) if f)
+    fails = "".join(f'<rect class="fail" x="{i * dx:.1f}" y="{SH - (SH - 4) * f / top - 2:.1f}" '
+                    f'width="{max(dx, 1):.1f}" height="{(SH - 4) * f / top:.1f}"/>'
+                    for i, (_, _, f) in enumerate(points) if f)
     body = (f'<polyline class="runs" points="{line}"/>{fails}'
             f'{_mark_lines(marks, t0, t1, 0, SW, 0, SH, labels=False)}')
     return Markup(f'<svg class="spark" viewBox="0 0 {SW} {SH}" role="img" aria-label="{escape(label)}">'
