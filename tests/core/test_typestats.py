@@ -4,6 +4,7 @@ Inspector reads counts, failure rates and percentiles back; deploy marks; and wh
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -122,3 +123,26 @@ def test_a_flush_redis_refuses_is_kept_and_written_later(redis_url: str, r: redi
         await rt.close()
     asyncio.run(go())
     assert r.hget(keys.type_minute("a", int(now // 60)), "n") == b"2"
+
+
+def test_the_cli_shows_types_and_records_marks(redis_url: str, r: redis.Redis,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from inspector.cli import main
+
+    now = time.time()
+    stats = TypeStats()
+    for d in (0.01, 0.02, 2.0):
+        stats.observe(_outcome("email:send", "success", d, 0.1, now))
+    stats.observe(_outcome("email:send", "archived", 0.01, None, now))
+    SyncRunner(r).run(record_type_stats([(t, m, f) for (t, m), f in stats.take().items()]))
+    assert main(["mark", "v1.4.2", "--redis-url", redis_url]) == 0
+    assert "marked 'v1.4.2'" in capsys.readouterr().out
+    assert main(["stats", "--types", "--redis-url", redis_url]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("email:send"))
+    assert row.split()[1:4] == ["4", "1", "25.0%"] and "marks: v1.4.2" in out and "Go asynq workers" in out
+    assert main(["stats", "--types", "--window", "72h", "--json", "--redis-url", redis_url]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["window"] == "72h" and data["types"][0]["processed"] == 4
+    assert main(["mark", " ", "--redis-url", redis_url]) == 1
+    assert "label" in capsys.readouterr().err

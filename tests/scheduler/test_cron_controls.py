@@ -4,6 +4,7 @@ enqueue now, Go schedulers' entries read-only, and each entry's status (plain wo
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -104,3 +105,27 @@ def test_a_go_schedulers_entry_is_read_only(redis_url: str, r: redis.Redis) -> N
         assert not r.exists(keys.cron_paused("reports", "go-entry"))
         tid = insp.cron_enqueue_now("go-entry")  # an ordinary enqueue: fine for Go's entries too
         assert insp.get_task("reports", tid).info.type == "go:report"
+
+
+def test_the_cli_lists_pauses_resumes_and_runs(replicas: Replicas, redis_url: str, r: redis.Redis,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from inspector.cli import main
+
+    def cli(*argv: str) -> tuple[int, str, str]:
+        code = main([*argv, "--redis-url", redis_url])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    eid = replicas.register()
+    replicas.start()
+    wait_for(lambda: r.zcard("asynq:schedulers") == 2, "both replicas")
+    code, out, _ = cli("cron", "ls")
+    assert code == 0 and "every 1 s" in out and "running" in out
+    assert cli("cron", "pause", eid)[:2] == (0, f"entry {eid} paused\n")
+    assert cli("cron", "pause", eid)[:2] == (0, f"entry {eid} was already paused\n")
+    assert "paused" in cli("cron", "ls")[1]
+    assert cli("cron", "resume", eid)[:2] == (0, f"entry {eid} resumed\n")
+    code, out, _ = cli("cron", "run", eid, "--json")
+    assert code == 0 and r.hexists(keys.task("cron", json.loads(out)["task_id"]), "msg")
+    code, _, err = cli("cron", "pause", "nope")
+    assert code == 1 and err.startswith("asynqpy: no live scheduler has an entry 'nope'") and err.count("\n") == 1
