@@ -69,7 +69,7 @@ class Heartbeat(Loop):
         status, kind, since = ("ok", "", 0) if d is None else \
             (d.describe(), d.kind, int(now - (time.monotonic() - d.since)))
         return state.write_server_health(self.rt.health_key, ttl=ttl, status=status, kind=kind, since=since,
-                                         clock_offset=self.rt.clock_offset)
+                                         clock_offset=self.rt.clock_offset, stuck_threads=len(self.rt.stuck))
 
     async def write_state(self) -> None:
         """Write the server and workers info now (at start), not at the first beat; Redis trouble is logged."""

@@ -48,6 +48,7 @@ class Runtime:
     active: dict[str, ActiveTask] = field(default_factory=dict)
     # Redis's clock minus this machine's (s), measured at every heartbeat; None until the first one.
     clock_offset: float | None = None
+    stuck: dict[str, float] = field(default_factory=dict)  # task id -> monotonic time a still-running handler lost it
 
     def __post_init__(self) -> None:
         self.aredis = aconnect(self.redis_url, health_check_interval=15)

@@ -69,7 +69,7 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         for k in skeys:
             b.command("GET", k)
         for k in skeys:  # our own health note beside it (asynqpy servers; none for Go's)
-            b.command("HMGET", keys.server_health_of(text(k)), "status", "clock_offset")
+            b.command("HMGET", keys.server_health_of(text(k)), "status", "clock_offset", "stuck_threads")
         for k in wkeys:
             b.command("HVALS", k)
 
@@ -83,7 +83,7 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
             if w is not None:
                 by_server.setdefault(w.server_id, []).append(_worker(w))
     result = []
-    for data, (status, offset) in zip(out[:n], notes, strict=True):
+    for data, (status, offset, stuck) in zip(out[:n], notes, strict=True):
         s = _parse(PbServer, data)
         if s is None:
             continue
@@ -92,7 +92,8 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
             id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
             queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
             started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers),
-            degraded=_degraded(text(status) if status else ""), clock_offset=_offset(offset)))
+            degraded=_degraded(text(status) if status else ""), clock_offset=_offset(offset),
+            stuck_threads=int(stuck or 0)))
     return sorted(result, key=lambda s: (s.host, s.pid, s.id))
 
 

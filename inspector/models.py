@@ -190,6 +190,7 @@ class ServerInfo:
     degraded: str = ""
     # Redis's clock minus the server's (s), from its last heartbeat; None for a Go server (it does not say).
     clock_offset: float | None = None
+    stuck_threads: int = 0  # handler threads still running past their tasks (servers of ours report it)
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,17 @@ def requeue(q: str, task_id: str, *, now: float) -> Call[bool]:
                 [task_id, int(now * 1e9)], _held)
 
 
+def _handed_back(raw: Any) -> str | None:
+    return None if raw is None else (raw.decode() if isinstance(raw, bytes) else str(raw))
+
+
+def requeue_handoff(q: str, server_id: str, *, now: float) -> Call[str | None]:
+    """Give the first task of this server's hand-off list of q back to the front of pending (atomically: a
+    refused call leaves it in the list). Reply: its id ('' when it was no longer leased), None when empty."""
+    return Call(script("requeue_handoff"), [keys.handoff(q, server_id), keys.active(q), keys.lease(q), keys.pending(q)],
+                [keys.task_prefix(q), int(now * 1e9)], _handed_back)
+
+
 def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None, float]:
     nxt = raw[1]
     return int(raw[0]), (float(nxt) if nxt not in (b"", "", None) else None), float(raw[2])

@@ -86,11 +86,13 @@ def write_result(q: str, task_id: str, data: bytes) -> Call[bool]:
 
 
 def write_server_health(health_key: str, *, ttl: int, status: str, kind: str, since: int,
-                        clock_offset: float | None = None) -> Call[int]:
+                        clock_offset: float | None = None, stuck_threads: int = 0) -> Call[int]:
     """Rewrite a server's health note (keys.server_health) with a ttl; clock_offset: Redis's clock minus the
-    server's, in seconds (None: not measured yet)."""
+    server's, in seconds (None: not measured yet); stuck_threads: handler threads still running after their
+    tasks were given up."""
     offset = "" if clock_offset is None else f"{clock_offset:.6f}"
-    return Call(script("write_server_health"), [health_key], [ttl, status, kind, since, offset], _int)
+    return Call(script("write_server_health"), [health_key], [ttl, status, kind, since, offset, stuck_threads],
+                _int)
 
 
 def server_time() -> Call[tuple[int, int]]:

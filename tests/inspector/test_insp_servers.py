@@ -43,6 +43,25 @@ def test_servers_show_running_tasks(redis_url: str, client: Client) -> None:
         assert insp.servers() == [] or all(not s.active_workers for s in insp.servers())
 
 
+def test_servers_show_handler_threads_stuck_past_their_tasks(redis_url: str, client: Client) -> None:
+    release = threading.Event()
+    mux = ServeMux()
+
+    @mux.handler("stuck")
+    def stuck(task: object) -> None:
+        release.wait(20)  # ignores task.cancelled
+
+    client.enqueue(Task("stuck", b""), timeout=1, max_retry=0)
+    try:
+        with Inspector(redis_url) as insp, running(redis_url, mux, concurrency=1):
+            wait_for(lambda: [s for s in insp.servers() if s.stuck_threads == 1], timeout=10,
+                     what="the stuck thread in the server's info")
+            release.set()
+            wait_for(lambda: [s for s in insp.servers() if s.stuck_threads == 0], timeout=10, what="it cleared")
+    finally:
+        release.set()
+
+
 def test_expired_servers_are_not_listed(insp: Inspector, r: redis.Redis, clock: Clock) -> None:
     info = ServerInfo(host="h", pid=1, server_id="sid", concurrency=1, status="active")
     key = keys.server_info("h", 1, "sid")
