@@ -251,9 +251,10 @@ class Inspector:
         """The entry's enqueue events, newest first."""
         return cluster.scheduler_history(self._ctx, entry_id, page=page, size=size)
 
-    def cron_statuses(self) -> list[croncontrols.CronStatus]:
-        """Every live entry with its pause flag, plain-words schedule, next runs, last task and recent firings."""
-        return croncontrols.statuses(self._ctx)
+    def cron_statuses(self, entries: Sequence[SchedulerEntry] | None = None) -> list[croncontrols.CronStatus]:
+        """Every live entry (or the given ones, e.g. one page of scheduler_entries()) with its pause flag,
+        plain-words schedule, next runs, last task and recent firings."""
+        return croncontrols.statuses(self._ctx, None if entries is None else list(entries))
 
     def cron_status(self, entry_id: str) -> croncontrols.CronStatus:
         """One live entry's CronStatus. Raises InvalidArgumentError for an unknown entry."""

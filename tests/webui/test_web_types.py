@@ -107,6 +107,8 @@ def test_cron_pause_resume_and_enqueue_now_over_http(live: str, r: redis.Redis, 
     assert r.llen("asynq:{cron}:pending") == n + 1
     assert _post(op, f"/scheduler/{eid}/resume").status == 303
     wait_for(lambda: r.llen("asynq:{cron}:pending") > n + 1, what="ticks again")
+    wait_for(lambda: 'href="/queues/cron/tasks/' in op.open("/scheduler").text, what="the last run's task linked")
+    assert "<title>recent firings of" in op.open("/scheduler").text
     assert _post(op, "/scheduler/nope/pause").status == 400
     viewer = Browser(live)
     viewer.login("vera")
