@@ -64,10 +64,6 @@ def entry_queue(e: SchedulerEntry) -> str:
     return "default"
 
 
-def _location(e: SchedulerEntry) -> str:
-    return "UTC"  # a spec's own CRON_TZ= prefix names its zone; asynq publishes no scheduler-wide location
-
-
 def statuses(ctx: Ctx, entries: list[SchedulerEntry] | None = None, *, runs: int = 3) -> list[CronStatus]:
     """The status of every live entry (or of the given ones), in two round trips."""
     found = cluster.scheduler_entries(ctx) if entries is None else entries
@@ -77,7 +73,7 @@ def statuses(ctx: Ctx, entries: list[SchedulerEntry] | None = None, *, runs: int
 
     def fill(b: Batch) -> None:
         for e, q in zip(found, queues, strict=True):
-            b.command("EXISTS", keys.scheduler_ours(keys.scheduler_entries(e.scheduler_id)))
+            b.command("GET", keys.scheduler_ours(keys.scheduler_entries(e.scheduler_id)))
             b.command("EXISTS", keys.cron_paused(q, e.id))
             b.command("ZRANGE", keys.scheduler_history(e.id), -HISTORY, -1, "WITHSCORES")
     raw = ctx.read(fill)
@@ -91,13 +87,14 @@ def statuses(ctx: Ctx, entries: list[SchedulerEntry] | None = None, *, runs: int
     for i, (e, q) in enumerate(zip(found, queues, strict=True)):
         tid = lasts[i]
         state = text(next(it) or b"") if tid else ""
+        ours = raw[i * 3]  # our scheduler's location; Go publishes none (its specs read as UTC unless CRON_TZ=)
         try:
-            sched = parse_cron(e.spec, _location(e))
+            sched = parse_cron(e.spec, text(ours) if ours else "UTC")
             when, nxt = describe(sched), _next_runs(sched, now, runs)
         except InvalidArgumentError:
             when, nxt = f"spec {e.spec!r} (not understood here)", ()
         firings = tuple(float(score) for _, score in hist[i])
-        out.append(CronStatus(e, q, bool(raw[i * 3]), bool(raw[i * 3 + 1]), when, nxt, firings, tid, state))
+        out.append(CronStatus(e, q, bool(ours), bool(raw[i * 3 + 1]), when, nxt, firings, tid, state))
     return out
 
 

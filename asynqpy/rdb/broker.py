@@ -359,7 +359,9 @@ written: the tick is skipped); the enqueue's own errors (DuplicateTaskError,
                  "" if now is None else repr(float(now)), *call.args], parse)
 
 
-def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes]) -> Call[int]:
+def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes], location: str = "UTC") -> Call[int]:
     """Rewrite a scheduler's entry list (asynq:schedulers:{id}) with a ttl, and the marker that says it is ours
-    (keys.scheduler_ours). Reply: how many entries."""
-    return Call(script("write_scheduler_entries"), [list_key, keys.scheduler_ours(list_key)], [ttl, *entries], int)
+    (keys.scheduler_ours, holding the scheduler's location: the zone of specs without CRON_TZ=). Reply: how
+    many entries."""
+    return Call(script("write_scheduler_entries"), [list_key, keys.scheduler_ours(list_key)],
+                [ttl, location, *entries], int)

@@ -360,7 +360,8 @@ class Scheduler:
                     e.prev_tick = mark  # a tick another replica enqueued
                 data.append(encode_entry(e))
             ttl = max(2, int(2 * self.heartbeat_interval))
-            await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data))
+            await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data,
+                                                             location=self.location))
             await runner.run(state.index_add(keys.SCHEDULERS, self.list_key, score=int(now + ttl)))
         except Exception as exc:
             self.trouble.note(exc, "heartbeat failed")

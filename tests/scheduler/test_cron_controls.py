@@ -129,3 +129,19 @@ def test_the_cli_lists_pauses_resumes_and_runs(replicas: Replicas, redis_url: st
     assert code == 0 and r.hexists(keys.task("cron", json.loads(out)["task_id"]), "msg")
     code, _, err = cli("cron", "pause", "nope")
     assert code == 1 and err.startswith("asynqpy: no live scheduler has an entry 'nope'") and err.count("\n") == 1
+
+
+def test_plain_words_use_our_schedulers_location(redis_url: str, r: redis.Redis) -> None:
+    s = Scheduler(redis_url, location="Europe/Berlin", heartbeat_interval=3600)
+    eid = s.register("0 3 * * *", Task("report:daily", b""))
+    t = threading.Thread(target=lambda: asyncio.run(s.arun()))
+    t.start()
+    try:
+        wait_for(lambda: r.zcard("asynq:schedulers") == 1, "the scheduler")
+        with Inspector(redis_url) as insp:
+            st = insp.cron_status(eid)
+            assert st.ours and st.when == "every day at 03:00 Europe/Berlin"
+            assert all(time.gmtime(n).tm_hour in (1, 2) for n in st.next_runs)  # 03:00 Berlin is 01:00/02:00 UTC
+    finally:
+        s.stop()
+        t.join(10)
