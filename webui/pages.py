@@ -116,8 +116,9 @@ def scheduler() -> Any:
     if entry and access.hides_some() and entry not in {e.id for e in entries}:
         entry = None  # an entry of a hidden queue: its history is not shown either
     history = inspector().scheduler_history(entry, size=30) if entry else []
+    statuses = {st.entry.id: st for st in inspector().cron_statuses(shown)}  # pause, plain words, last task
     return page("scheduler.html", entries=shown, total=len(entries), page_num=num, pages=pages, entry=entry,
-                history=history, now=inspector().now())
+                history=history, now=inspector().now(), statuses=statuses)
 
 
 @bp.get("/redis")
