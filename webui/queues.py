@@ -3,13 +3,14 @@ and one task in full with the Inspector's answer to "why hasn't it run"."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, abort, current_app, request
 
 from asynqpy.task import TaskState
 from inspector.jobs import Job
-from inspector.models import QueueInfo, SearchResult, TaskPage
+from inspector.models import ActiveWorker, QueueInfo, SearchResult, ServerInfo, TaskPage
 from webui import access, inspector, queuenames, snapshot
 from webui.auth import require_role
 from webui.render import STATES, page
@@ -62,14 +63,34 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     else:
         result = access.page(inspector().list_tasks(queue, state, page=num, size=size, group=group))
         tasks = result.tasks
-    started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
-        if state == "active" and tasks else {}
+    running = join_active(queue) if state == "active" else None
     total = info.count(state) if not group else next((g.size for g in groups if g.group == group), 0)
     pages = max(1, -(-total // size))
     return page("queue.html", "partials/_queue.html", status=status, info=info, state=state, tasks=tasks,
                 result=result, search=flt, page_num=num, page_size=size, pages=pages, total=total,
-                groups=groups, group=group, message=message, kind=kind, now=inspector().now(), started=started,
+                groups=groups, group=group, message=message, kind=kind, now=inspector().now(), running=running,
                 jobs=recent_jobs(queue))
+
+
+@dataclass(frozen=True)
+class Running:
+    """The Active tab's join with the live servers: who runs which task since when, and who serves the queue.
+
+    A server lists its running tasks once per heartbeat (5 s by default, Go's and ours), so a task started since
+    the last beat is not listed yet; it is still "running" when a live server serves the queue."""
+
+    on: dict[str, tuple[ServerInfo, ActiveWorker]]
+    serving: tuple[ServerInfo, ...]
+
+    def busy(self) -> bool:
+        """Every serving server has all its workers taken (as of its last heartbeat)."""
+        return bool(self.serving) and all(len(s.active_workers) >= s.concurrency for s in self.serving)
+
+
+def join_active(queue: str) -> Running:
+    found = access.servers(inspector().servers())
+    on = {w.task_id: (s, w) for s in found for w in s.active_workers if w.queue == queue}
+    return Running(on, tuple(s for s in found if queue in s.queues))
 
 
 def recent_jobs(queue: str) -> list[Job]:

@@ -68,6 +68,11 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "0.0%"
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 pending task', '2 pending tasks' (nouns: an irregular plural)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def init_app(app: Flask) -> None:
-    app.jinja_env.filters.update(when=when, ago=ago, span=span, size=human_size, percent=percent)
+    app.jinja_env.filters.update(when=when, ago=ago, span=span, size=human_size, percent=percent, plural=plural)
     app.jinja_env.globals.update(STATES=STATES, poll_seconds=lambda: current_app.config["ASYNQPY_POLL_SECONDS"])
