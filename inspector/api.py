@@ -34,6 +34,7 @@ from inspector.models import (
     SearchResult,
     ServerInfo,
     TaskPage,
+    UniqueLock,
     TaskRecord,
 )
 from inspector.snapshot import QueueSnapshot
@@ -259,6 +260,15 @@ class Inspector:
     def scheduler_history(self, entry_id: str, *, page: int = 1, size: int = 30) -> list[SchedulerEnqueueEvent]:
         """The entry's enqueue events, newest first."""
         return cluster.scheduler_history(self._ctx, entry_id, page=page, size=size)
+
+    def scheduler_history_size(self, entry_id: str) -> int:
+        """How many enqueue events of the entry are kept."""
+        return cluster.scheduler_history_size(self._ctx, entry_id)
+
+    def unique_lock(self, queue: str, task_id: str) -> UniqueLock | None:
+        """The task's uniqueness lock (holder and time left), or None for a task enqueued without unique=.
+        Raises InvalidArgumentError for a bad queue name."""
+        return cluster.unique_lock(self._ctx, queue, task_id)
 
     def redis_info(self) -> RedisInfo:
         """Version, memory, clients and uptime, with warnings for settings that can lose tasks."""

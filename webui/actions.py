@@ -14,7 +14,7 @@ from asynqpy.errors import AsynqError, TaskNotFoundError
 from inspector.models import BatchResult
 from webui import audit, inspector, jobs, queuenames, snapshot
 from webui.auth import can, require_role
-from webui.queues import state_view, task_page
+from webui.queues import state_view
 from webui.render import is_htmx
 
 bp = Blueprint("actions", __name__)
@@ -95,7 +95,8 @@ def task_action(queue: str, task_id: str, action: str) -> Any:
     if request.form.get("back") == "task":
         if action == "delete":  # the page is gone: go to the tab it was on
             return go_to(url_for("queues.queue_state", queue=queue, state=state), msg)
-        return task_page(queue, task_id, message=msg)
+        # redirect after the POST: the result shows on the task's own address, and a reload does not re-submit
+        return go_to(url_for("queues.task_page", queue=queue, task_id=task_id), msg)
     return state_view(queue, state, message=msg)
 
 

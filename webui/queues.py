@@ -9,6 +9,7 @@ from typing import Any
 from flask import Blueprint, abort, current_app, request
 
 from asynqpy.task import TaskState
+from inspector import display
 from inspector.jobs import Job
 from inspector.models import ActiveWorker, QueueInfo, SearchResult, ServerInfo, TaskPage
 from webui import access, inspector, queuenames, snapshot
@@ -117,4 +118,7 @@ def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") 
     insp = inspector()
     task = access.task(insp.get_task(queue, task_id))
     why = insp.explain(queue, task_id) if task.state not in (TaskState.COMPLETED,) else None
-    return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now())
+    raw = display.view(task.info.payload) if task.payload.kind == "call" else None  # info.payload is masked too
+    mismatch = raw is not None and f"payload of {task.info.type!r}" in task.info.last_err  # a PayloadMismatch
+    return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now(),
+                raw=raw, mismatch=mismatch, lock=insp.unique_lock(queue, task_id))
