@@ -34,8 +34,8 @@ from inspector.models import (
     SearchResult,
     ServerInfo,
     TaskPage,
-    UniqueLock,
     TaskRecord,
+    UniqueLock,
 )
 from inspector.snapshot import QueueSnapshot
 

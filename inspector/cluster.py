@@ -13,8 +13,8 @@ from asynqpy.options import check_text
 from asynqpy.rdb import keys
 from asynqpy.wire import SchedulerEnqueueEvent as PbEvent
 from asynqpy.wire import SchedulerEntry as PbEntry
-from asynqpy.wire import TaskMessage as PbMessage
 from asynqpy.wire import ServerInfo as PbServer
+from asynqpy.wire import TaskMessage as PbMessage
 from asynqpy.wire import WorkerInfo as PbWorker
 from asynqpy.wire import timestamp_to_datetime
 from inspector.context import Ctx, check_page, check_queue_name, queue_missing, text

@@ -17,8 +17,8 @@ from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
 from asynqpy.task import TaskState
 from inspector import records
-from inspector.fingerprint import fingerprint
 from inspector.context import Ctx, check_queue_name, queue_missing
+from inspector.fingerprint import fingerprint
 from inspector.models import TaskRecord
 from inspector.reader import queues as all_queues
 from inspector.scripts import script
@@ -33,8 +33,8 @@ class FailureGroup:
     """Recent failures of one queue and task type whose error messages share one fingerprint.
 
     fingerprint is the message with its varying parts as placeholders ("sending to <email>"); error is one
-    real message of the group (the newest). count counts the failures seen among the newest `limit` retry and archived tasks of the queue (not all
-    time); first_seen and last_seen are the earliest and latest failure times among them; task_ids holds a
+    real message of the group (the newest). count counts the failures seen among the newest `limit` retry
+    and archived tasks of the queue (not all time); first_seen and last_seen are the earliest and latest failure times among them; task_ids holds a
     few of the newest, with their states, to link to.
     """
 

@@ -54,3 +54,18 @@ def test_failures_of_one_cause_are_one_group_in_the_inspector_and_the_cli(
     assert main(["errors", "--json", "--redis-url", redis_url]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {g["fingerprint"]: g["count"] for g in data["groups"]}["SMTP server busy while sending to <email>"] == 5
+
+
+def test_cli_tables_cut_long_queue_names_and_types(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
+    from tests.webui.livekit import go_enqueue
+
+    queue, typ = "q" * 300, "t" * 300
+    go_enqueue(redis_url, queue, typ)
+    assert main(["queue", "ls", "--redis-url", redis_url]) == 0
+    out = capsys.readouterr().out
+    assert "q" * 59 + "…" in out and "q" * 60 not in out
+    assert main(["task", "ls", queue, "--state", "pending", "--redis-url", redis_url]) == 0
+    out = capsys.readouterr().out
+    assert "t" * 59 + "…" in out and "t" * 60 not in out
+    assert main(["queue", "ls", "--json", "--redis-url", redis_url]) == 0
+    assert queue in capsys.readouterr().out  # JSON keeps the full name
