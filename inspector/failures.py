@@ -34,8 +34,8 @@ class FailureGroup:
 
     fingerprint is the message with its varying parts as placeholders ("sending to <email>"); error is one
     real message of the group (the newest). count counts the failures seen among the newest `limit` retry
-    and archived tasks of the queue (not all time); first_seen and last_seen are the earliest and latest failure times among them; task_ids holds a
-    few of the newest, with their states, to link to.
+    and archived tasks of the queue (not all time); first_seen and last_seen are the earliest and latest
+    failure times among them; task_ids holds a few of the newest, with their states, to link to.
     """
 
     queue: str
