@@ -164,7 +164,17 @@
     area.remove();
   });
 
-  function init(root) { localTimes(root); selection(root); }
+  // A background job just started by an "all" button: its progress card comes into view where the user looks
+  // (the button is at the end of the table; the page's message is at its top).
+  function showStartedJob(root) {
+    var card = root.querySelector && root.querySelector(".job[data-just-started]");
+    if (card) {
+      card.removeAttribute("data-just-started");
+      card.scrollIntoView({ block: "center", behavior: "smooth" });
+    }
+  }
+
+  function init(root) { localTimes(root); selection(root); showStartedJob(root); }
 
   document.addEventListener("DOMContentLoaded", function () {
     var toggle = document.getElementById("live-toggle");

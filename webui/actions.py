@@ -188,7 +188,7 @@ def _on_all(queue: str, state: str, action: str) -> Any:
         msg = f"started a background job to {label(action, state).lower()} {job.total} {state} tasks" + (
             f" at {rate:g} tasks/s" if rate else "")
         _audit(name, queue, "ok", count=job.total, detail=f"job {job.id} started: {msg}")
-        return state_view(queue, state, message=msg)
+        return state_view(queue, state, message=msg, started_job=job.id)
     n = _guarded(name, queue, lambda: getattr(insp, f"{action}_all")(queue, state), count=count)
     msg = f"{past(action, state)} {n} task{'s' if n != 1 else ''}"
     _audit(name, queue, "ok", count=n, detail=msg)
