@@ -241,7 +241,7 @@ def redis_warnings(policy: str, persistence: str, used: int, maxmem: int) -> lis
 def scheduler_history_size(ctx: Ctx, entry_id: str) -> int:
     """How many enqueue events of the entry are kept (the history's pager says "30 of N")."""
     check_text(entry_id, "entry_id")
-    (n,) = ctx.read(lambda p: p.zcard(keys.scheduler_history(entry_id)))
+    (n,) = ctx.read(lambda b: b.command("ZCARD", keys.scheduler_history(entry_id)))
     return int(n)
 
 
@@ -249,10 +249,10 @@ def unique_lock(ctx: Ctx, queue: str, task_id: str) -> UniqueLock | None:
     """The uniqueness lock of a task enqueued with unique= (Go's Unique option), or None for a task without
     one. The lock key is the one the task's message names, so Go-written tasks are read the same way."""
     check_queue_name(queue)
-    (data,) = ctx.read(lambda p: p.hget(keys.task(queue, task_id), "msg"))
+    (data,) = ctx.read(lambda b: b.command("HGET", keys.task(queue, task_id), "msg"))
     msg = _parse(PbMessage, data)
     if msg is None or not msg.unique_key:
         return None
-    holder, ttl_ms = ctx.read(lambda p: (p.get(msg.unique_key), p.pttl(msg.unique_key)))
+    holder, ttl_ms = ctx.read(lambda b: b.command("GET", msg.unique_key).command("PTTL", msg.unique_key))
     return UniqueLock(key=msg.unique_key, held_by=text(holder) if holder is not None else None,
                       ttl=ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms >= 0 else None)

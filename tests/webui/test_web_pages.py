@@ -102,7 +102,7 @@ def test_unknown_queue_task_or_state_is_a_404_page(as_role: Any, state: dict[str
     for path in ("/queues/nope", "/queues/nope/pending", "/queues/mail/tasks/nope", "/queues/mail/bogus",
                  "/no/such/page"):
         html = _html(c, path, status=404)
-        assert "Not found" in html and "<nav>" in html, path
+        assert "Not found" in html and '<nav aria-label="Main">' in html, path
 
 
 def test_errors_page_groups_recent_failures(as_role: Any, state: dict[str, Any]) -> None:
