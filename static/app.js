@@ -117,7 +117,7 @@
     var n = form.querySelectorAll("input[name=ids]:checked").length;
     form.querySelectorAll("[data-needs-selection]").forEach(function (b) { b.disabled = n === 0; });
     form.querySelectorAll("[data-selected-count]").forEach(function (c) {
-      c.textContent = n === 0 ? "none selected" : n + (n === 1 ? " task selected" : " tasks selected");
+      c.textContent = n === 0 ? "none" : n + (n === 1 ? " task" : " tasks");
     });
   }
 

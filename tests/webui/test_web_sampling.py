@@ -13,7 +13,7 @@ import redis
 
 from asynqpy import Client, Task
 from asynqpy.embedded import free_port
-from inspector.samples import TOTALS_KEY
+from asynqpy.rdb.keys import SIZE_TOTALS as TOTALS_KEY
 
 SAMPLING_DB = 13
 
