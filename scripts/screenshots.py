@@ -34,8 +34,9 @@ from webui import create_app  # noqa: E402
 from webui.users import create_user  # noqa: E402
 
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
-MAX_HEIGHT = 1500  # px of a full page kept: the top of a long table says enough
-QUALITY = 40  # JPEG: the set stays under a megabyte
+MAX_HEIGHT = {"desktop": 1100, "phone": 1400}  # px of a full page kept: the top of a long table says enough
+QUALITY = 40  # JPEG, at SCALE pixels per CSS pixel: the whole set stays around half a megabyte
+SCALE = 0.75
 PASSWORD = "screenshots-only-" + "p" * 8
 
 
@@ -66,7 +67,7 @@ def _pages(url: str) -> dict[str, str]:
         entries = insp.scheduler_entries()
     pages = {
         "login": "/login", "overview": "/", "queue-pending": "/queues/default/pending",
-        "queue-active": "/queues/default/active", "queue-archived": "/queues/default/archived",
+        "queue-active": "/queues/default/active", "queue-archived": "/queues/low/archived",
         "queue-retry": "/queues/default/retry", "queue-aggregating": "/queues/default/aggregating",
         "errors": "/errors", "servers": "/servers", "scheduler": "/scheduler", "redis": "/redis", "audit": "/audit",
     }
@@ -88,7 +89,7 @@ def _shoot(base: str, pages: dict[str, str], out: Path, kind: str) -> list[Path]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium)
         for label, (w, h) in WIDTHS.items():
-            ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
+            ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=SCALE)
             page = ctx.new_page()
             page.goto(base + "/login")
             shot = {"type": "jpeg", "quality": QUALITY} if kind == "jpeg" else {"type": "png"}
@@ -104,7 +105,7 @@ def _shoot(base: str, pages: dict[str, str], out: Path, kind: str) -> list[Path]
                     continue
                 page.goto(base + path)
                 page.wait_for_timeout(700)  # the charts' first load
-                height = min(MAX_HEIGHT, page.evaluate("document.documentElement.scrollHeight"))
+                height = min(MAX_HEIGHT[label], page.evaluate("document.documentElement.scrollHeight"))
                 target = out / f"{name}-{label}.{ext}"
                 page.screenshot(path=str(target), full_page=True, clip={"x": 0, "y": 0, "width": w, "height": height},
                                 **shot)
