@@ -161,3 +161,20 @@ def test_long_queue_names_and_types_are_cut_with_the_full_name_on_hover(as_role:
     with Client(redis_url) as cl:
         cl.enqueue(Task("email:welcome", b"{}"), queue="short")
     assert '<td class="type">email:welcome</td>' in _get(c, "/queues/short/pending")
+
+
+def test_replay_all_answers_with_its_job_card_by_the_button_showing_only_its_own_message(
+        as_role: Any, state: dict[str, Any]) -> None:
+    from tests.webui.authkit import token
+
+    c = as_role("admin")
+    resp = c.post("/queues/mail/archived/run", data={"all": "1", "rate": "1"},
+                  headers={"X-CSRF-Token": token(c), "HX-Request": "true"})
+    body = resp.get_data(as_text=True)
+    assert resp.status_code == 200 and "started a background job to replay 3 archived tasks at 1 tasks/s" in body
+    card = body[body.index('<div class="job card'):]
+    card = card[:card.index("</div>\n</div>") if "</div>\n</div>" in card else len(card)]
+    assert "data-just-started" in card and "started a background job" not in card  # the page's message is not its
+    assert body.index('class="all-actions"') < body.index('<div class="job card')  # by the button, not at the top
+    page = _get(c, "/queues/mail/archived")
+    assert "data-just-started" not in page  # only the answer that started it scrolls to it
