@@ -9,10 +9,11 @@ from typing import Any
 from flask import Blueprint, abort, current_app, request
 
 from asynqpy.task import TaskState
+from asynqpy.tracing import trace_id
 from inspector import display
 from inspector.jobs import Job
 from inspector.models import ActiveWorker, QueueInfo, SearchResult, ServerInfo, TaskPage
-from webui import access, inspector, queuenames, snapshot
+from webui import access, inspector, queuenames, snapshot, trace_link
 from webui.auth import require_role
 from webui.render import STATES, page
 
@@ -122,5 +123,7 @@ def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") 
     why = insp.explain(queue, task_id) if task.state not in (TaskState.COMPLETED,) else None
     raw = display.view(task.info.payload) if task.payload.kind == "call" else None  # info.payload is masked too
     mismatch = raw is not None and f"payload of {task.info.type!r}" in task.info.last_err  # a PayloadMismatch
+    trace = trace_id(task.info.headers)
     return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now(),
-                raw=raw, mismatch=mismatch, lock=insp.unique_lock(queue, task_id))
+                raw=raw, mismatch=mismatch, lock=insp.unique_lock(queue, task_id), trace_id=trace,
+                trace_url=trace_link(trace))
