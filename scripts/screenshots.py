@@ -64,7 +64,7 @@ def _pages(url: str) -> dict[str, str]:
         archived = insp.list_tasks("default", "retry", size=1).tasks or insp.list_tasks("default", "archived",
                                                                                          size=1).tasks
         typed = insp.list_tasks("low", "archived", size=20).tasks
-        entries = insp.scheduler_entries()
+        entries = sorted(insp.scheduler_entries(), key=lambda e: e.prev_enqueue_at is None)  # one with history
     pages = {
         "login": "/login", "overview": "/", "queue-pending": "/queues/default/pending",
         "queue-active": "/queues/default/active", "queue-archived": "/queues/low/archived",
