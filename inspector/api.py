@@ -48,6 +48,7 @@ from inspector.models import (
     ServerInfo,
     TaskPage,
     TaskRecord,
+    UniqueLock,
 )
 from inspector.snapshot import QueueSnapshot
 
@@ -328,6 +329,15 @@ class Inspector:
     def marks(self, since: float) -> list[typestats.Mark]:
         """Deploy marks from since (Unix s) on, oldest first."""
         return typestats.marks(self._ctx, since)
+
+    def scheduler_history_size(self, entry_id: str) -> int:
+        """How many enqueue events of the entry are kept."""
+        return cluster.scheduler_history_size(self._ctx, entry_id)
+
+    def unique_lock(self, queue: str, task_id: str) -> UniqueLock | None:
+        """The task's uniqueness lock (holder and time left), or None for a task enqueued without unique=.
+        Raises InvalidArgumentError for a bad queue name."""
+        return cluster.unique_lock(self._ctx, queue, task_id)
 
     def redis_info(self) -> RedisInfo:
         """Version, memory, clients and uptime, with warnings for settings that can lose tasks."""
