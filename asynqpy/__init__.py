@@ -6,6 +6,7 @@ from asynqpy.errors import (
     AsynqError,
     DuplicateTaskError,
     InvalidArgumentError,
+    QueueFullError,
     QueueNotFoundError,
     RedisUnavailableError,
     RevokeTask,
@@ -13,6 +14,7 @@ from asynqpy.errors import (
     TaskIDConflictError,
     TaskNotFoundError,
 )
+from asynqpy.limits import Limit
 from asynqpy.mux import ServeMux
 from asynqpy.options import TaskOptions
 from asynqpy.server import Server
@@ -27,7 +29,9 @@ __all__ = [
     "Client",
     "DuplicateTaskError",
     "InvalidArgumentError",
+    "Limit",
     "PayloadMismatch",
+    "QueueFullError",
     "QueueNotFoundError",
     "ReceivedTask",
     "RedisUnavailableError",

@@ -11,10 +11,11 @@ import redis.asyncio as aredis
 from redis.exceptions import RedisError
 
 from asynqpy import tracing
+from asynqpy.backpressure import ablocking, blocking
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import NotDurableError, mask_url
+from asynqpy.errors import InvalidArgumentError, NotDurableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, state
 from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
@@ -83,7 +84,8 @@ class Client:
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
 
-    def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
+    def enqueue(self, task: Task, options: TaskOptions | None = None, *, block: float = 0.0,
+                **fields: Any) -> TaskInfo:
         """Store task for processing and return its TaskInfo.
 
         options: a TaskOptions; fields: any of its fields as keywords (queue=, max_retry=, timeout=, deadline=,
@@ -94,8 +96,11 @@ class Client:
 
         Raises DuplicateTaskError, TaskIDConflictError, InvalidArgumentError (a ValueError) naming a bad or
         unknown argument, RedisUnavailableError when Redis cannot be reached, and NotDurableError when the
-        replicas of a durable enqueue did not confirm it in time.
+        replicas of a durable enqueue did not confirm it in time, and QueueFullError when the queue is past
+        its backpressure limit (`asynqpy queue limit`); block=SECONDS tries again for up to that long first.
         """
+        if block:
+            return blocking(lambda: self.enqueue(task, options, **fields), _seconds(block))
         merged = options_from(options, fields)
         tracer = tracing.current()
         if tracer is not None:
@@ -186,8 +191,12 @@ class AsyncClient:
         self._registry = _Registry()
         self._enqueuer = AsyncEnqueuer(self._runner, self._registry) if self._runner.plain else None
 
-    async def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
+    async def enqueue(self, task: Task, options: TaskOptions | None = None, *, block: float = 0.0,
+                      **fields: Any) -> TaskInfo:
         """See Client.enqueue."""
+        if block:
+            result: TaskInfo = await ablocking(lambda: self.enqueue(task, options, **fields), _seconds(block))
+            return result
         merged = options_from(options, fields)
         tracer = tracing.current()
         if tracer is not None:
@@ -267,3 +276,9 @@ class AsyncClient:
 
 
 __all__ = ["AsyncClient", "Client"]
+
+
+def _seconds(block: float) -> float:
+    if isinstance(block, bool) or not isinstance(block, int | float) or block < 0:
+        raise InvalidArgumentError(f"block must be seconds >= 0, got {block!r}", argument="block")
+    return float(block)

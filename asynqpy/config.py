@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.limits import Limit
 from asynqpy.options import check_durable, check_int, check_queue
 from asynqpy.outcome import OutcomeHook
 from asynqpy.rdb.durability import Durability
@@ -65,6 +66,8 @@ class ServerConfig:
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
     True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
     a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
+    limits: () asynqpy.Limit values, flow-control defaults stored in Redis at start unless a limit of that
+    pattern is stored already (see asynqpy.limits; `asynqpy limit ls`).
     outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
     each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
     type_stats: True: per-task-type minute aggregates (runs, failures, run time and wait histograms) are counted
@@ -98,9 +101,13 @@ class ServerConfig:
     group_max_size: int = 0
     outcome_hooks: tuple[OutcomeHook, ...] = ()
     durable_acks: bool | Durability | None = None
+    limits: tuple[Limit, ...] = ()
     type_stats: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", tuple(self.limits))
+        if not all(isinstance(lim, Limit) for lim in self.limits):
+            raise InvalidArgumentError("limits must be asynqpy.Limit values", argument="limits")
         check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
         if not isinstance(self.queues, Mapping) or not self.queues:
             raise InvalidArgumentError("queues must be a non-empty mapping of queue name to priority",

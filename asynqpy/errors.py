@@ -32,6 +32,29 @@ class TaskIDConflictError(AsynqError):
     """A task with the same id already exists in the queue (asynq's ErrTaskIDConflict)."""
 
 
+class QueueFullError(AsynqError):
+    """The queue is past its backpressure limit (`asynqpy queue limit`): the task was not enqueued.
+    .limit_kind is "size" (tasks pending, scheduled, retry and active) or "latency" (seconds the oldest pending
+    task has waited); .limit the configured value; .current the value found."""
+
+    def __init__(self, message: str, *, queue: str, limit_kind: str, limit: float, current: float,
+                 task_id: str = "") -> None:
+        super().__init__(message, queue=queue, task_id=task_id)
+        self.limit_kind = limit_kind
+        self.limit = limit
+        self.current = current
+
+
+def queue_full(queue: str, reply: bytes | str, task_id: str = "") -> QueueFullError:
+    """The QueueFullError of an enqueue script's "full:<kind>:<limit>:<current>" reply (rdb/lua/_room.lua)."""
+    text = reply.decode() if isinstance(reply, bytes) else reply
+    _, kind, limit, current = text.split(":")
+    what = (f"{float(current):g} tasks, limit {float(limit):g}" if kind == "size"
+            else f"oldest pending task waited {float(current):.1f} s, limit {float(limit):g} s")
+    return QueueFullError(f"queue {queue!r} is full ({what}): task not enqueued", queue=queue, limit_kind=kind,
+                          limit=float(limit), current=float(current), task_id=task_id)
+
+
 class QueueNotFoundError(AsynqError):
     """The queue is not registered in asynq:queues."""
 

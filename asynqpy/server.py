@@ -19,6 +19,7 @@ from asynqpy.errors import InvalidArgumentError
 from asynqpy.forwarder import Forwarder
 from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
+from asynqpy.limits import apply_defaults
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
@@ -152,6 +153,8 @@ class Server:
         try:
             with reaching(self.redis_url):
                 await rt.aredis.ping()
+                # flow control (asynqpy/limits.py): code defaults, then each queue's copy of the fleet's limits
+                await asyncio.to_thread(apply_defaults, rt.sredis, self.config.limits, self.config.queues)
         except BaseException:
             await rt.close()
             raise

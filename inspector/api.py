@@ -8,11 +8,16 @@ from typing import Self
 
 import redis
 
+from asynqpy import backpressure
+from asynqpy import limits as flow
+from asynqpy.backpressure import QueueLimit
 from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
+from asynqpy.limits import Limit, Usage
 from asynqpy.options import check_int
-from asynqpy.rdb.failures import url_of
+from asynqpy.rdb import keys
+from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
 from inspector import (
@@ -30,7 +35,7 @@ from inspector import (
 )
 from inspector import jobs as jobstore
 from inspector import query as querylang
-from inspector.context import Ctx
+from inspector.context import Ctx, check_queue_name
 from inspector.failures import RecentFailures
 from inspector.find import FindCount, FindResult, Mask
 from inspector.jobs import Job
@@ -96,6 +101,59 @@ class Inspector:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- flow control (asynqpy.limits) ---------------------------------------------------------------------
+
+    def set_limit(self, limit: Limit) -> None:
+        """Store a limit for the fleet and every registered queue; workers obey it from their next fetch.
+        Go asynq workers do not read limits."""
+        if not isinstance(limit, Limit):
+            raise InvalidArgumentError("set_limit takes an asynqpy.Limit", argument="limit")
+        with reaching(self.url):
+            flow.set_limit(self.door.client, limit)
+
+    def limits(self) -> list[Limit]:
+        """The fleet's limits, by pattern."""
+        with reaching(self.url):
+            return flow.limits(self.door.client)
+
+    def limit_usage(self) -> list[Usage]:
+        """Each limit in each queue that holds it: running, tokens, waiting tasks."""
+        with reaching(self.url):
+            return flow.usages(self.door.client)
+
+    def remove_limit(self, pattern: str) -> bool:
+        """Drop a limit everywhere; the tasks waiting on it go back to pending. False when there was none."""
+        with reaching(self.url):
+            return flow.remove_limit(self.door.client, pattern)
+
+    def set_queue_limit(self, queue: str, *, max_size: int | None = None, max_latency: float | None = None) -> None:
+        """Backpressure: our enqueue scripts refuse tasks for queue past max_size tasks (pending, scheduled,
+        retry, active) or while its oldest pending task has waited more than max_latency seconds
+        (QueueFullError). Replaces the queue's previous limit. Go producers do not read it."""
+        check_queue_name(queue)
+        with reaching(self.url):
+            backpressure.set_queue_limit(self.door.client, queue, max_size=max_size, max_latency=max_latency)
+
+    def queue_limit(self, queue: str) -> QueueLimit:
+        check_queue_name(queue)
+        with reaching(self.url):
+            return backpressure.queue_limit(self.door.client, queue)
+
+    def enqueue_refusals(self, queues: Sequence[str]) -> dict[str, int]:
+        """Enqueues refused so far by each queue's backpressure limit, in one round trip."""
+        rows = self.door.read(lambda b: [b.command("GET", keys.queue_refused(q)) for q in queues])
+        return {q: int(n or 0) for q, n in zip(queues, rows, strict=True)}
+
+    def limit_waits(self, queues: Sequence[str]) -> dict[tuple[str, str], int]:
+        """(queue, limit) -> times a task was held back by that limit, in one round trip."""
+        rows = self.door.read(lambda b: [b.command("HGETALL", keys.limit_waits(q)) for q in queues])
+        return {(q, k.decode()): int(v) for q, row in zip(queues, rows, strict=True) for k, v in row.items()}
+
+    def clear_queue_limit(self, queue: str) -> bool:
+        check_queue_name(queue)
+        with reaching(self.url):
+            return backpressure.clear_queue_limit(self.door.client, queue)
 
     # -- queues -------------------------------------------------------------------------------------------
 

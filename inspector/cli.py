@@ -15,7 +15,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from asynqpy.terminal import say
-from inspector import findcli, powercli, views
+from inspector import findcli, limitviews, powercli, views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
@@ -122,7 +122,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--force", action="store_true", help="also delete its tasks (not possible while any is active)")
     _confirm(p)
 
+    limitviews.register_queue_limit(queue, c)
     _register_task(subparsers, c)
+    limitviews.register(subparsers, c)
 
     server = subparsers.add_parser("server", help="live worker servers").add_subparsers(
         dest="server_command", metavar="subcommand", required=True)

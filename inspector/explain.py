@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from asynqpy.limits import Limit
 from asynqpy.rdb import keys
 from asynqpy.rdb.broker import ARCHIVE_MAX_SIZE
 from asynqpy.rdb.clock import WARN_OFFSET, describe
@@ -92,7 +93,7 @@ def _starvation(ctx: Ctx, q: str, s: ServerInfo, name: str, weight: int) -> list
 def _by_state(ctx: Ctx, q: str, rec: TaskRecord, now: float, servers: list[ServerInfo]) -> list[Finding]:
     info, st = rec.info, rec.state
     if st is TaskState.PENDING:
-        return _pending(ctx, q, rec, now)
+        return _pending(ctx, q, rec, now, servers)
     if st is TaskState.ACTIVE:
         return _active(rec, now, servers)
     out = []
@@ -127,7 +128,15 @@ def _due(what: str, due: datetime | None, now: float) -> Finding:
     return Finding("info", "due", f"{what} {_when(due, now)}")
 
 
-def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
+def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float, servers: list[ServerInfo]) -> list[Finding]:
+    name = ctx.command("HGET", keys.task(q, rec.id), "limit_wait")
+    if name is not None:
+        out = _limited(ctx, q, rec.id, name.decode(), now)
+        for s in servers:  # Go servers keep no clock offset in their heartbeat (see ServerInfo.clock_offset)
+            if q in s.queues and s.clock_offset is None:
+                out.append(Finding("warn", "limit_not_obeyed", f"server {s.host}:{s.pid} consumes {q!r} and looks "
+                                   "like a Go asynq server: Go workers do not obey asynqpy's limits"))
+        return out
     out = []
     pos, size = ctx.read(lambda b: (b.command("LPOS", keys.pending(q), rec.id, "RANK", -1, "MAXLEN", LPOS_MAX_SCAN),
                                     b.command("LLEN", keys.pending(q))))
@@ -143,6 +152,29 @@ def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
     if rec.pending_since:
         out.append(Finding("info", "waiting", f"pending since {_when(rec.pending_since, now)}"))
     return out
+
+
+def _limited(ctx: Ctx, q: str, task_id: str, name: str, now: float) -> list[Finding]:
+    """A task waiting on a limit (see asynqpy/limits.py): which one, and how full it is for its partition."""
+    raw = ctx.command("HGET", keys.queue_limits(q), name)
+    if raw is None:
+        return [Finding("warn", "limit_gone", f"it waited for limit {name}, which is no longer set; the next fetch "
+                                              "starts it")]
+    lim = Limit.decode(name, raw.decode())
+    part = ""
+    for m in ctx.command("ZRANGE", keys.limit_waiting(q), 0, -1):
+        member = m.decode()
+        if member.startswith(name + "\n") and ctx.command("LPOS", keys.limit_wait_list(q, member), task_id) is not None:
+            part = member[len(name) + 1:]
+    use = []
+    if lim.concurrency:
+        running = int(ctx.command("ZCOUNT", keys.limit_slots(q, name, part), now, "+inf"))
+        use.append(f"{running}/{lim.concurrency} running")
+    if lim.rate:
+        use.append(f"rate {lim.rate:g}/s")
+    of = f" for {lim.key} = {part!r}" if lim.key else ""
+    return [Finding("warn", "limited", f"waiting for limit {name} ({', '.join(use)}){of}: it starts when a slot "
+                                       "or token frees; this is not a retry")]
 
 
 def _active(rec: TaskRecord, now: float, servers: list[ServerInfo]) -> list[Finding]:

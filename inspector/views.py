@@ -82,7 +82,11 @@ def stats(insp: Inspector, args: argparse.Namespace) -> Out:
              f"persistence {ri.persistence}")
     if ri.warnings:
         text += "\n" + _findings(ri.warnings)
-    return Out({"queues": infos, "redis": ri}, text + "\n(processed and failed: today, UTC)")
+    usages = insp.limit_usage()
+    if usages:
+        from inspector.limitviews import usage_rows  # it builds on this module
+        text += "\n\nlimits:\n" + usage_rows(usages)
+    return Out({"queues": infos, "redis": ri, "limits": usages}, text + "\n(processed and failed: today, UTC)")
 
 
 def queue_ls(insp: Inspector, args: argparse.Namespace) -> Out:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
-from asynqpy.errors import DuplicateTaskError, TaskIDConflictError
+from asynqpy.errors import DuplicateTaskError, TaskIDConflictError, queue_full
 from asynqpy.options import EnqueueOptions
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call, Script, script
@@ -76,6 +76,8 @@ def build_message(task_type: str, payload: bytes | None, headers: Mapping[str, s
 
 def enqueue_reply(queue: str, task_id: str) -> Callable[[Any], None]:
     def parse(raw: Any) -> None:
+        if isinstance(raw, bytes | str) and raw[:5] in (b"full:", "full:"):  # backpressure (lua/_room.lua)
+            raise queue_full(queue, raw, task_id)
         code = int(raw)
         if code == -1:
             raise DuplicateTaskError(f"task already exists in queue {queue!r} (unique lock held)",
@@ -256,7 +258,7 @@ def forward(q: str, *, now: float | None = None, batch: int = 100) -> Call[tuple
     Reply: (moved, next due or None, the now it judged by), times in Unix seconds by that clock."""
     return Call(script("forward"),
                 [keys.scheduled(q), keys.retry(q), keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q),
-                 keys.lease(q), keys.exact_due(q)],
+                 keys.lease(q), keys.exact_due(q), keys.limit_waiting(q)],
                 ["" if now is None else not_after(now), keys.task_prefix(q), keys.group_prefix(q), batch,
                  int(HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q], _forward_reply)
 

@@ -135,6 +135,48 @@ def handoff(q: str, server_id: str) -> str:
     return f"asynqpy:{{{q}}}:handoff:{server_id}"
 
 
+# Flow control (asynqpy/limits.py, lua/_limits.lua). The limits themselves: one hash for the fleet (what
+# `asynqpy limit ls` shows) and a copy per queue under the queue's hash tag, which its dequeue script reads.
+LIMITS = "asynqpy:limits"
+
+
+def queue_limits(q: str) -> str:
+    return f"asynqpy:{{{q}}}:limits"
+
+
+def queue_limit(q: str) -> str:
+    """Producer backpressure of queue q: max_size, max_latency (asynqpy/backpressure.py, lua/_room.lua)."""
+    return f"asynqpy:{{{q}}}:qlimit"
+
+
+def queue_refused(q: str) -> str:
+    """How many enqueues the backpressure limit of q refused (a counter)."""
+    return f"asynqpy:{{{q}}}:refused"
+
+
+def limit_slots(q: str, name: str, part: str) -> str:
+    """The tasks holding a concurrency slot of limit `name` (partition part), scored by lease expiry."""
+    return f"asynqpy:{{{q}}}:lslot:{name}:{part}"
+
+
+def limit_bucket(q: str, name: str, part: str) -> str:
+    return f"asynqpy:{{{q}}}:ltok:{name}:{part}"
+
+
+def limit_waiting(q: str) -> str:
+    """The limit partitions (name \n part) with tasks waiting, scored by when to look at them again."""
+    return f"asynqpy:{{{q}}}:lwaiting"
+
+
+def limit_waits(q: str) -> str:
+    """Limit name -> how many times a task was held back by it (a counter)."""
+    return f"asynqpy:{{{q}}}:lwaits"
+
+
+def limit_wait_list(q: str, member: str) -> str:
+    return f"asynqpy:{{{q}}}:lwait:{member}"
+
+
 def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 

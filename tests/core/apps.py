@@ -55,10 +55,34 @@ def linger(task) -> None:  # type: ignore[no-untyped-def]
     conn().hset(MARKER, task.id, os.getpid())  # e.g. a charge made
 
 
+limited = ServeMux()
+RUNNING = "asynqpy:test:running:"  # + partition: how many handlers of it run now
+PEAKS = "asynqpy:test:peaks"      # list: "<partition>:<running>" sampled at each handler start
+BEGUN = "asynqpy:test:begun"      # list: "<task type>:<Unix s>" at each handler start
+
+
+def limited_task(task) -> None:  # type: ignore[no-untyped-def]
+    part = task.headers.get("tenant", "-")
+    now = conn().incr(RUNNING + part)
+    conn().rpush(PEAKS, f"{part}:{now}")
+    conn().rpush(BEGUN, f"{task.type}:{time.time()}")
+    try:
+        time.sleep(float(task.headers.get("sleep", "0.2")))
+        if os.environ.get("HANG") == "1":
+            time.sleep(120)
+    finally:
+        conn().decr(RUNNING + part)
+
+
+for _prefix in ("email", "sync", "free"):
+    limited.handle(_prefix, limited_task)
+
+
 def main(argv: list[str]) -> None:
     url, mux_name, settings = argv[0], argv[1], json.loads(argv[2])
     os.environ["TEST_REDIS_URL"] = url
-    Server(url, **settings).run({"counting": counting, "slow": slow, "lingering": lingering}[mux_name])
+    Server(url, **settings).run({"counting": counting, "slow": slow, "lingering": lingering,
+                                     "limited": limited}[mux_name])
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ with --processes 2, on loopback ports, with a 1 s scrape interval: started once 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,7 +24,8 @@ import pytest
 import redis
 import yaml
 
-from asynqpy import Client, Task
+from asynqpy import Client, QueueFullError, Task
+from asynqpy.backpressure import set_queue_limit
 from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.rdb import keys
 
@@ -101,6 +103,7 @@ def prometheus_stack() -> Iterator[Stack]:
         # A task pending for an hour (as one left behind would be), in a queue nobody serves.
         tid = c.enqueue(Task("old"), queue="stale").id
         r.hset(keys.task("stale", tid), "pending_since", str(int((time.time() - 3600) * 1e9)))
+        set_queue_limit(r, "stale", max_size=1)  # full: the producer's enqueues there are refused
         p_exp, p_dead, p_work, p_prom = (free_port() for _ in range(4))
         log = open(tmp / "children.log", "wb")  # noqa: SIM115 (closed with the stack)
         procs.append(subprocess.Popen([ASYNQPY, "exporter", "--bind", f"127.0.0.1:{p_exp}", "--redis-url", url],
@@ -121,6 +124,8 @@ def prometheus_stack() -> Iterator[Stack]:
                 n += 1
                 try:
                     c.enqueue(Task("ok", b"0.02"), queue="work")
+                    with contextlib.suppress(QueueFullError):
+                        c.enqueue(Task("more"), queue="stale")
                     if n % 2 == 0:
                         c.enqueue(Task("fail", b""), queue="work", max_retry=0)
                 except Exception:

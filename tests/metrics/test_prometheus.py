@@ -66,7 +66,7 @@ def test_dashboard_and_rules_are_parsed() -> None:
             for t in p["targets"]:
                 assert "queue" not in t["expr"] or '"$queue"' in t["expr"], t["expr"]
     names = {r["alert"] for r in alert_rules()}
-    assert len(names) == 6
+    assert len(names) == 7
     tested = yaml.safe_load((DEPLOY / "prometheus" / "alerts_test.yml").read_text())
     covered = {t["alertname"] for case in tested["tests"] for t in case.get("alert_rule_test", [])}
     assert covered == names  # every alert has a unit test
@@ -77,7 +77,7 @@ def test_promtool_checks_and_unit_tests_the_rules() -> None:
         pytest.skip("promtool is not installed (apt-get install --no-install-recommends prometheus)")
     check = subprocess.run(["promtool", "check", "rules", "alerts.yml"], cwd=DEPLOY / "prometheus",
                            capture_output=True, text=True)
-    assert check.returncode == 0 and "SUCCESS: 6 rules found" in check.stdout, check.stdout + check.stderr
+    assert check.returncode == 0 and "SUCCESS: 7 rules found" in check.stdout, check.stdout + check.stderr
     unit = subprocess.run(["promtool", "test", "rules", "alerts_test.yml"], cwd=DEPLOY / "prometheus",
                           capture_output=True, text=True)
     assert unit.returncode == 0, unit.stdout + unit.stderr

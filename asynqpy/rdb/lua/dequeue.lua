@@ -5,28 +5,101 @@
 -- returns a flat list id1, msg1, id2, msg2, ... (id, msg, since triples with ARGV[4]; empty when paused or
 -- nothing is pending).
 -- An id whose hash is gone is dropped from active rather than handed out.
+-- With limits on the queue (see _limits.lua), the tasks waiting for a limit that now has room start first,
+-- and a pending task over its limit goes to that limit's wait list instead of starting (at most
+-- MAX_BLOCKED of them per call, to bound the script's time).
+-- #include _clock.lua
+-- #include _limits.lua
 if redis.call("EXISTS", KEYS[2]) == 1 then
   return {}
 end
+local MAX_BLOCKED = 100
 local out = {}
 local with_since = ARGV[4] == "1"
-for _ = 1, tonumber(ARGV[3]) do
+local max = tonumber(ARGV[3])
+local n = 0
+local lp = limits_prefix_of(KEYS[1])
+local list = load_limits(lp)
+local now_ms = list and clock("").ms
+
+local function start(id, key, msg)
+  local since = with_since and (redis.call("HGET", key, "pending_since") or "")
+  redis.call("HSET", key, "state", "active")
+  redis.call("HDEL", key, "pending_since", "limit_wait")
+  redis.call("ZADD", KEYS[4], ARGV[1], id)
+  out[#out + 1] = id
+  out[#out + 1] = msg
+  if with_since then out[#out + 1] = since end
+  n = n + 1
+end
+
+if list then
+  -- the waiting tasks first, the partitions to look at again soonest first
+  for _, member in ipairs(redis.call("ZRANGE", lp .. "lwaiting", 0, 19)) do
+    if n >= max then
+      break
+    end
+    local wl = lp .. "lwait:" .. member
+    local again
+    while n < max do
+      local id = redis.call("LINDEX", wl, -1)
+      if not id then
+        break
+      end
+      local key = ARGV[2] .. id
+      local msg = redis.call("HGET", key, "msg")
+      local st = redis.call("HMGET", key, "limit_wait", "state")
+      if not msg or not st[1] or st[2] ~= "pending" then
+        unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
+      else
+        local matched = limits_of(list, msg)
+        local m, at = admit(lp, KEYS[4], matched, id, now_ms, ARGV[1])
+        if not m then
+          unwait(lp, wl)
+          redis.call("LPUSH", KEYS[3], id)
+          start(id, key, msg)
+        elseif m.l.name .. "\n" .. m.part == member then
+          again = at
+          break
+        else
+          unwait(lp, wl)  -- waits for another limit now
+          block(lp, key, id, m, at)
+        end
+      end
+    end
+    if redis.call("LLEN", wl) == 0 then
+      redis.call("ZREM", lp .. "lwaiting", member)
+    elseif again then
+      redis.call("ZADD", lp .. "lwaiting", again, member)
+    end
+  end
+end
+
+local blocked = 0
+while n < max do
   local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
   if not id then
     break
   end
   local key = ARGV[2] .. id
   local msg = redis.call("HGET", key, "msg")
-  if msg then
-    local since = with_since and (redis.call("HGET", key, "pending_since") or "")
-    redis.call("HSET", key, "state", "active")
-    redis.call("HDEL", key, "pending_since")
-    redis.call("ZADD", KEYS[4], ARGV[1], id)
-    out[#out + 1] = id
-    out[#out + 1] = msg
-    if with_since then out[#out + 1] = since end
-  else
+  if not msg then
     redis.call("LREM", KEYS[3], 1, id)
+  else
+    local m, at
+    if list then
+      m, at = admit(lp, KEYS[4], limits_of(list, msg), id, now_ms, ARGV[1])
+    end
+    if m then
+      redis.call("LREM", KEYS[3], 1, id)
+      block(lp, key, id, m, at)
+      blocked = blocked + 1
+      if blocked >= MAX_BLOCKED then
+        break
+      end
+    else
+      start(id, key, msg)
+    end
   end
 end
 return out

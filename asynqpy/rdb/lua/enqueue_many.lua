@@ -4,8 +4,11 @@
 -- KEYS[1] pending list   KEYS[2] waiters zset   KEYS[3] paused   KEYS[4] active   KEYS[5] lease
 -- ARGV[1] wake channel ('' = none)   ARGV[2] queue   ARGV[3] hand-off lease (s)   ARGV[4] task key prefix
 -- ARGV[5] hand-off key prefix   ARGV[6], ARGV[7], ...: task id, msg bytes, for each task
--- returns one code per task: 1 enqueued, 0 a task with this id exists (TaskIDConflict)
+-- returns one code per task: 1 enqueued, 0 a task with this id exists (TaskIDConflict), "full:..." refused by
+-- the queue's backpressure limit (see _room.lua; the tasks before it stay enqueued)
 -- #include _clock.lua
+-- #include _room.lua
+-- #include _limits.lua
 -- #include _handoff.lua
 local now = clock("")
 local lease_expiry = math.ceil(now.ms / 1000 + tonumber(ARGV[3]))
@@ -13,7 +16,10 @@ local out = {}
 local added = 0
 for i = 6, #ARGV, 2 do
   local key = ARGV[4] .. ARGV[i]
-  if redis.call("EXISTS", key) == 1 then
+  local full = refusal(string.sub(KEYS[1], 1, -8), now.ms, 0)
+  if full then
+    out[#out + 1] = full
+  elseif redis.call("EXISTS", key) == 1 then
     out[#out + 1] = 0
   else
     redis.call("HSET", key, "msg", ARGV[i + 1], "state", "pending", "pending_since", now.ns)

@@ -3,9 +3,15 @@
 -- KEYS[4] waiters zset   KEYS[5] paused   KEYS[6] active   KEYS[7] lease
 -- ARGV[1] task id   ARGV[2] lock ttl (whole seconds)   ARGV[3] msg bytes   ARGV[4] wake channel ('' = none)
 -- ARGV[5] queue   ARGV[6] hand-off lease (s)   ARGV[7] task key prefix   ARGV[8] hand-off key prefix
--- returns 1 enqueued, 0 id conflict (the lock stays set, as in asynq), -1 duplicate (lock held)
+-- returns "full:..." refused by the queue's backpressure limit (see _room.lua), 1 enqueued, 0 id conflict (the lock stays set, as in asynq), -1 duplicate (lock held)
 -- #include _clock.lua
+-- #include _room.lua
+-- #include _limits.lua
 -- #include _handoff.lua
+local full = refusal(string.sub(KEYS[3], 1, -8), clock("").ms, 0)
+if full then
+  return full
+end
 local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
 if not ok then
   return -1

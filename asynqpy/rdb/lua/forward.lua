@@ -6,11 +6,14 @@
 -- or, for the tasks of the current second, when its exact due time in KEYS[8] has passed (see _due.lua).
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
 -- KEYS[4] waiters zset   KEYS[5] paused   KEYS[6] active   KEYS[7] lease   KEYS[8] our exact due times
+-- KEYS[9] the limit partitions with waiting tasks (optional; see _limits.lua): idle workers are woken when one
+-- is due to be looked at again, and its time counts as a next due time
 -- ARGV[1] now: '' = Redis's TIME (a test gives Unix s, ms)   ARGV[2] task key prefix   ARGV[3] group key prefix
 -- ARGV[4] batch size   ARGV[5] hand-off lease (s)   ARGV[6] hand-off key prefix   ARGV[7] wake channel ('' = none)
 -- ARGV[8] queue
 -- returns {moved, the next due time as a string or '', now (Unix s, ms)}: the caller sleeps until that time
 -- #include _clock.lua
+-- #include _limits.lua
 -- #include _handoff.lua
 -- #include _due.lua
 local now = clock(ARGV[1])
@@ -57,6 +60,10 @@ if moved < limit then
     end
   end
 end
+local lwait = KEYS[9] and redis.call("ZRANGE", KEYS[9], 0, 0, "WITHSCORES") or {}
+if lwait[2] and tonumber(lwait[2]) <= tonumber(now.s) then
+  waiting = waiting + 1
+end
 if waiting > 0 and ARGV[7] ~= "" then
   redis.call("PUBLISH", ARGV[7], ARGV[8])
 end
@@ -70,5 +77,12 @@ end
 local first = redis.call("ZRANGE", KEYS[8], 0, 0, "WITHSCORES")
 if first[2] and (nextdue == "" or tonumber(first[2]) < tonumber(nextdue)) then
   nextdue = first[2]
+end
+if lwait[2] then
+  -- one already due waits for a free worker: look again in 0.2 s, not at once (no spinning forwarder)
+  local again = math.max(tonumber(lwait[2]), now.ms / 1000 + 0.2)
+  if nextdue == "" or again < tonumber(nextdue) then
+    nextdue = string.format("%.3f", again)
+  end
 end
 return {moved, nextdue, now.s}

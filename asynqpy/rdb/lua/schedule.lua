@@ -3,9 +3,14 @@
 -- ARGV[1] msg bytes   ARGV[2] process at (Unix s, ms), or '' to use ARGV[6]   ARGV[3] task id
 -- ARGV[4] wake channel ('' = none)   ARGV[5] queue   ARGV[6] process in (ms after Redis's TIME)
 -- ARGV[7] exact times older than this many seconds are stale
--- returns 1 scheduled, 0 id conflict
+-- returns "full:..." refused by the queue's backpressure limit (see _room.lua), 1 scheduled, 0 id conflict
 -- #include _clock.lua
+-- #include _room.lua
 -- #include _due.lua
+local full = refusal(string.sub(KEYS[2], 1, -10), clock("").ms, 0)
+if full then
+  return full
+end
 if redis.call("EXISTS", KEYS[1]) == 1 then
   return 0
 end

@@ -3,9 +3,14 @@
 -- ARGV[1] task id   ARGV[2] lock ttl (whole s, until process-at + unique ttl)
 -- ARGV[3] process at (Unix s, ms), or '' to use ARGV[7]   ARGV[4] msg bytes   ARGV[5] wake channel ('' = none)
 -- ARGV[6] queue   ARGV[7] process in (ms after Redis's TIME)   ARGV[8] exact times older than this many s are stale
--- returns 1 scheduled, 0 id conflict (lock stays), -1 duplicate
+-- returns "full:..." refused by the queue's backpressure limit (see _room.lua), 1 scheduled, 0 id conflict (lock stays), -1 duplicate
 -- #include _clock.lua
+-- #include _room.lua
 -- #include _due.lua
+local full = refusal(string.sub(KEYS[3], 1, -10), clock("").ms, 0)
+if full then
+  return full
+end
 local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
 if not ok then
   return -1

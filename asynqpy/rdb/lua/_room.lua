@@ -1,0 +1,32 @@
+-- _room.lua: a fragment (pasted at "-- #include _room.lua"): producer backpressure. A queue may have a size limit
+-- and/or an oldest-task age limit in asynqpy:{q}:qlimit (max_size: tasks pending (waiting on a limit too) + scheduled + retry + active;
+-- max_latency: seconds the oldest pending task has waited), written by asynqpy/backpressure.py. An enqueue past
+-- either is refused atomically: the script returns "full:<size|latency>:<limit>:<current>" and writes nothing.
+-- Each refusal is counted in asynqpy:{q}:refused (for metrics and alerts). base: "asynq:{q}:"; adding: tasks
+-- this call adds that are not in those lists yet (0: enqueue_many checks before each task, after the last LPUSH).
+local function refusal(base, now_ms, adding)
+  local mine = "asynqpy:" .. string.sub(base, 7)
+  local lim = redis.call("HMGET", mine .. "qlimit", "max_size", "max_latency")
+  local max_size, max_latency = tonumber(lim[1]), tonumber(lim[2])
+  if max_size then
+    local size = redis.call("LLEN", base .. "pending") + redis.call("ZCARD", base .. "scheduled") +
+                 redis.call("ZCARD", base .. "retry") + redis.call("LLEN", base .. "active") + adding +
+                 (tonumber(redis.call("GET", mine .. "lwaitn")) or 0)  -- and those waiting on a limit
+    if size >= max_size then
+      redis.call("INCR", mine .. "refused")
+      return "full:size:" .. max_size .. ":" .. size
+    end
+  end
+  if max_latency then
+    local oldest = redis.call("LINDEX", base .. "pending", -1)
+    local since = oldest and redis.call("HGET", base .. "t:" .. oldest, "pending_since")
+    if since and #since > 6 then
+      local waited = (now_ms - tonumber(string.sub(since, 1, -7))) / 1000
+      if waited > max_latency then
+        redis.call("INCR", mine .. "refused")
+        return "full:latency:" .. max_latency .. ":" .. string.format("%.3f", waited)
+      end
+    end
+  end
+  return nil
+end

@@ -1,0 +1,158 @@
+"""Flow control at the script level: limits held by the dequeue and hand-off scripts themselves."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+import redis
+
+from asynqpy import Client, Limit, Task
+from asynqpy.errors import InvalidArgumentError
+from asynqpy.limits import limits, lua_pattern, parse_rate, remove_limit, set_limit, usage
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.scripts import SyncRunner
+
+pytestmark = pytest.mark.cluster_too
+
+
+def dequeue(r: redis.Redis, n: int = 10, q: str = "default", lease: float = 30) -> list[str]:
+    rows = SyncRunner(r).run(broker.dequeue_timed(q, lease_expiry=time.time() + lease, count=n))
+    return [tid for tid, _, _ in rows]
+
+
+def types_of(r: redis.Redis, ids: list[str], q: str = "default") -> list[str]:
+    from asynqpy.wire.codec import decode_task_message
+    return [decode_task_message(r.hget(keys.task(q, i), "msg"), queue=q, task_id=i).type  # type: ignore[arg-type]
+            for i in ids]
+
+
+def test_rate_and_pattern_parsing() -> None:
+    assert parse_rate("100/s") == 100 and parse_rate("600/m") == 10 and parse_rate("36/h") == 0.01
+    with pytest.raises(InvalidArgumentError):
+        parse_rate("fast")
+    with pytest.raises(InvalidArgumentError):
+        Limit("email:*")  # neither concurrency nor rate
+    with pytest.raises(InvalidArgumentError):
+        Limit("a", concurrency=1, key="tenant")
+    assert lua_pattern("email:*") == "^email:.*$" and lua_pattern("a.b-c") == "^a%.b%-c$"
+
+
+def test_concurrency_limit_holds_in_dequeue_and_others_pass_the_blocked(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(5):
+        c.enqueue(Task("email:send", str(i).encode()))
+    c.enqueue(Task("free:x", b""))
+    set_limit(r, Limit("email:*", concurrency=2))
+    got = dequeue(r)
+    assert sorted(types_of(r, got)) == ["email:send", "email:send", "free:x"]  # no head-of-line blocking
+    assert r.llen(keys.pending("default")) == 0  # the three over the limit wait on it, not in pending
+    u = usage(r, "default", Limit("email:*", concurrency=2))
+    assert (u.running, u.waiting) == (2, 3)
+    assert r.hget(keys.task("default", r.lindex(keys.limit_wait_list("default", "email:*\n"), 0).decode()),
+                  "state") == b"pending"
+    assert dequeue(r) == []  # still full
+    SyncRunner(r).run(broker.done("default", [(got[0], "")], now=time.time()))  # one finishes: its slot frees
+    again = dequeue(r)
+    assert len(again) == 1 and types_of(r, again) == ["email:send"]
+    assert r.hget(keys.task("default", again[0]), "limit_wait") is None
+
+
+def test_expired_lease_gives_its_slot_back(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for _ in range(2):
+        c.enqueue(Task("email:send", b""))
+    set_limit(r, Limit("email:*", concurrency=1))
+    assert len(dequeue(r, lease=0.5)) == 1  # its worker dies; its lease runs out: no permit leaks
+    time.sleep(math.ceil(time.time() + 0.5) - time.time() + 0.1)  # whole-second lease scores
+    assert len(dequeue(r)) == 1
+
+
+def test_rate_limit_admits_burst_then_waits(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for _ in range(10):
+        c.enqueue(Task("sync:crm", b""))
+    set_limit(r, Limit("sync:crm", rate=2, burst=3))
+    assert len(dequeue(r)) == 3
+    first = r.zrange(keys.limit_waiting("default"), 0, 0, withscores=True)
+    assert first and first[0][1] > time.time()  # looked at again when the next token comes
+    time.sleep(0.55)
+    assert len(dequeue(r)) == 1
+
+
+def test_partitioned_limit_holds_per_key(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for acct in ["a", "a", "a", "b", "b"]:
+        c.enqueue(Task("sync:crm", json.dumps({"account": acct}).encode()))
+    for tenant in ["x", "x", "y"]:
+        c.enqueue(Task("email:send", b"", headers={"tenant": tenant}))
+    set_limit(r, Limit("sync:crm", concurrency=1, key="payload.account"))
+    set_limit(r, Limit("email:*", concurrency=1, key="header.tenant"))
+    got = dequeue(r, 20)
+    assert sorted(types_of(r, got)) == ["email:send"] * 2 + ["sync:crm"] * 2
+
+
+def test_handoff_obeys_limits(redis_url: str, r: redis.Redis) -> None:
+    set_limit(r, Limit("email:*", concurrency=1), queues=["default"])
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 30, "w2": time.time() + 30})
+    c = Client(redis_url)
+    c.enqueue(Task("email:a", b""))
+    c.enqueue(Task("email:b", b""))  # over the limit: waits, not handed to the second waiter
+    assert r.llen(keys.handoff("default", "w1")) + r.llen(keys.handoff("default", "w2")) == 1
+    assert r.zcard(keys.waiters("default")) == 1
+    assert usage(r, "default", Limit("email:*", concurrency=1)).waiting == 1
+
+
+def test_remove_limit_sends_waiting_tasks_back_to_pending(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for _ in range(3):
+        c.enqueue(Task("email:send", b""))
+    set_limit(r, Limit("email:*", concurrency=1))
+    assert len(dequeue(r)) == 1
+    assert [lim.pattern for lim in limits(r)] == ["email:*"]
+    assert remove_limit(r, "email:*")
+    assert r.llen(keys.pending("default")) == 2 and r.zcard(keys.limit_waiting("default")) == 0
+    assert len(dequeue(r)) == 2
+    assert not remove_limit(r, "email:*")
+
+
+def test_no_limits_dequeue_unchanged(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for _ in range(3):
+        c.enqueue(Task("email:send", b""))
+    assert len(dequeue(r)) == 3
+
+
+def test_server_applies_code_defaults_at_start_without_overriding_stored_limits(redis_url: str,
+                                                                                r: redis.Redis) -> None:
+    from asynqpy import ServeMux
+    from tests.helpers import running
+    set_limit(r, Limit("sync:*", concurrency=7))  # set with the CLI earlier: survives restarts
+    defaults = (Limit("email:*", concurrency=3), Limit("sync:*", concurrency=1))
+    with running(redis_url, ServeMux(), queues={"mail": 1}, limits=defaults):
+        pass
+    assert {lim.pattern: lim.concurrency for lim in limits(r)} == {"email:*": 3, "sync:*": 7}
+    stored = {k.decode() for k in r.hkeys(keys.queue_limits("mail"))}
+    assert stored == {"email:*", "sync:*"}  # the server's queue got its copy
+    with pytest.raises(InvalidArgumentError):
+        from asynqpy.config import ServerConfig
+        ServerConfig(limits=("email:*",))  # type: ignore[arg-type]
+
+
+def test_a_waiting_task_archived_meanwhile_does_not_start(redis_url: str, r: redis.Redis) -> None:
+    from inspector.api import Inspector
+    c = Client(redis_url)
+    first = c.enqueue(Task("email:send", b"")).id
+    second = c.enqueue(Task("email:send", b"")).id
+    set_limit(r, Limit("email:*", concurrency=1))
+    assert dequeue(r) == [first]  # the second waits on the limit
+    with Inspector(redis_url) as insp:
+        try:
+            insp.archive_task("default", second)
+        except Exception:  # an Inspector that cannot find it there refuses: the point is what dequeue does
+            r.hset(keys.task("default", second), "state", "archived")
+    SyncRunner(r).run(broker.done("default", [(first, "")], now=time.time()))
+    assert dequeue(r) == []
+    assert r.llen(keys.limit_wait_list("default", "email:*\n")) == 0
