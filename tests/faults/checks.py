@@ -1,0 +1,78 @@
+"""The component tests every fault module imports: each asserts, for one component, what the fault suite
+promises (README, "Faults survived") on the module's `outcome` fixture (one run of the rig through one fault).
+
+- no process dies (or is restarted);
+- a caller gets one of our errors (the RedisUnavailableError family / AsynqError, the dashboard's banner, a
+  one-line CLI message), never redis-py's, a traceback or a 500, within CALL_BOUND seconds;
+- work resumes without a restart within RESUME seconds of the fault's end (the worker and scheduler within
+  RESUME_LOOPS: their loops back off);
+- no task is lost, none stays active, none is run twice unless it was in flight during the fault.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from asynqpy.connection import CONNECT_TIMEOUT, SOCKET_TIMEOUT
+from tests.faults.scenario import Outcome, summary
+
+# A call started during the fault ends within its socket timeout plus a connect timeout (the blackhole: the
+# command's reply never comes, then a reconnect may hang as long), plus slack for a loaded 2-core machine.
+CALL_BOUND = SOCKET_TIMEOUT + CONNECT_TIMEOUT + 3
+CLI_BOUND = CALL_BOUND + 10  # plus a Python process's start
+RESUME = 5.0
+RESUME_LOOPS = 10.0
+CALLERS = ("client", "async_client", "inspector", "cli", "dashboard_page", "dashboard_action",
+           "dashboard_metrics", "exporter")
+
+
+@pytest.mark.parametrize("component", CALLERS)
+def test_caller_fails_clearly_and_resumes(outcome: Outcome, component: str) -> None:
+    prober = outcome.probers[component]
+    problems = []
+    theirs = [c for c in prober.calls if c.verdict.startswith("theirs")]
+    if theirs:
+        problems.append(f"{len(theirs)} calls failed with something not ours; first:\n{theirs[0].verdict}")
+    bound = CLI_BOUND if component == "cli" else CALL_BOUND
+    slow = [c for c in prober.calls if c.seconds > bound]
+    if slow:
+        problems.append(f"{len(slow)} calls took longer than {bound}s (longest {max(c.seconds for c in slow):.1f}s)")
+    resumed = prober.recovered(outcome.fault_end)
+    if resumed is None or resumed > RESUME:
+        problems.append(f"no success within {RESUME}s of the fault's end (first after {resumed}s)")
+    assert not problems, f"{component} through {outcome.fault}: " + "; ".join(problems) + \
+        f"\nall calls: {summary(prober.calls)}"
+
+
+def test_no_process_dies(outcome: Outcome) -> None:
+    assert not outcome.dead, f"through {outcome.fault}: {outcome.dead}"
+    assert outcome.worker_pids_after == outcome.worker_pids_before, \
+        f"the worker's servers changed (a process was restarted): {outcome.worker_pids_before} -> " \
+        f"{outcome.worker_pids_after}"
+
+
+def test_worker_loses_no_task(outcome: Outcome) -> None:
+    lost = outcome.lost()
+    assert not lost, f"through {outcome.fault}: {len(lost)} of {len(outcome.acked)} acknowledged tasks never ran"
+
+
+def test_worker_runs_none_twice_but_in_flight_ones(outcome: Outcome) -> None:
+    twice = {t: r for t, r in outcome.run_twice_outside_fault().items() if t in outcome.acked}
+    assert not twice, f"through {outcome.fault}: run twice, not in flight during the fault: {twice}"
+
+
+def test_worker_leaves_none_active(outcome: Outcome) -> None:
+    assert outcome.active_left == 0, f"through {outcome.fault}: {outcome.active_left} tasks still active"
+
+
+def test_worker_resumes_without_a_restart(outcome: Outcome) -> None:
+    assert outcome.after_done_in is not None and outcome.after_done_in <= RESUME_LOOPS, \
+        f"through {outcome.fault}: tasks enqueued after the fault ran only after {outcome.after_done_in}s"
+    status, body = outcome.readyz
+    assert status == 200, f"the worker's /readyz after {outcome.fault}: {status} {body[:300]}"
+
+
+def test_scheduler_resumes(outcome: Outcome) -> None:
+    assert outcome.cron_resumed_in is not None and outcome.cron_resumed_in <= RESUME_LOOPS, \
+        f"through {outcome.fault}: the scheduler's first enqueue after the fault came after " \
+        f"{outcome.cron_resumed_in}s"
