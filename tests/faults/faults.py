@@ -58,7 +58,7 @@ class Fault:
 @contextlib.contextmanager
 def _restoring(admin: redis.Redis, *names: str) -> Iterator[None]:
     """Puts the named config settings back as they were, whatever happens in the block."""
-    before = {n: admin.config_get(n)[n] for n in names}
+    before = {n: str(admin.config_get(n)[n]) for n in names}
     try:
         yield
     finally:

@@ -87,7 +87,7 @@ def _wait(probe: object, what: str, procs: list[Proc], timeout: float = 60) -> N
             pass
         for p in procs:
             if p.p.poll() is not None:
-                raise AssertionError(f"{p.p.args} exited with {p.p.returncode} while waiting for {what}:\n"
+                raise AssertionError(f"{p.p.args!r} exited with {p.p.returncode} while waiting for {what}:\n"
                                      f"{p.output[-3000:]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
@@ -109,23 +109,42 @@ class Rig:
     def _env(self) -> dict[str, str]:
         return {"LEDGER_URL": self.ledger_url, "ASYNQPY_WEB_SECRET": "faults-secret-" + "x" * 40}
 
+    def _launch(self, name: str) -> None:
+        env, url = self._env(), ["--redis-url", self.url]
+        if name == "worker":
+            self.procs[name] = Proc.asynqpy(
+                "worker", "tests.faults.app:mux", *url, "--queues", f"{QUEUE}=1", "--concurrency", "4",
+                "--shutdown-timeout", "2", "--metrics-port", str(self.worker_metrics), "--metrics-host",
+                "127.0.0.1", cwd=ROOT, **env)
+        elif name == "web":
+            self.procs[name] = Proc.asynqpy(
+                "web", "--bind", self.web_base.removeprefix("http://"), "--workers", "1", "--threads", "4", *url,
+                "--users", str(self.workdir / "users.toml"), cwd=self.workdir, **env)
+        elif name == "exporter":
+            self.procs[name] = Proc.asynqpy(
+                "exporter", "--bind", self.exporter_base.removeprefix("http://"), *url, cwd=self.workdir, **env)
+        else:
+            self.procs[name] = Proc.asynqpy("scheduler", "--config", str(self.workdir / "cron.yaml"), *url,
+                                            cwd=self.workdir, **env)
+
     def start(self) -> Rig:
-        users = self.workdir / "users.toml"
-        create_user(users, "otto", "operator", "operator-pass-1")
-        cron = self.workdir / "cron.yaml"
-        cron.write_text(CRON_YAML)
-        env = self._env()
-        url = ["--redis-url", self.url]
-        self.procs["worker"] = Proc.asynqpy(
-            "worker", "tests.faults.app:mux", *url, "--queues", f"{QUEUE}=1", "--concurrency", "4",
-            "--shutdown-timeout", "2", "--metrics-port", str(self.worker_metrics), "--metrics-host", "127.0.0.1",
-            cwd=ROOT, **env)
-        self.procs["web"] = Proc.asynqpy(
-            "web", "--bind", self.web_base.removeprefix("http://"), "--workers", "1", "--threads", "4", *url,
-            "--users", str(users), cwd=self.workdir, **env)
-        self.procs["exporter"] = Proc.asynqpy(
-            "exporter", "--bind", self.exporter_base.removeprefix("http://"), *url, cwd=self.workdir, **env)
-        self.procs["scheduler"] = Proc.asynqpy("scheduler", "--config", str(cron), *url, cwd=self.workdir, **env)
+        create_user(self.workdir / "users.toml", "otto", "operator", "operator-pass-1")
+        (self.workdir / "cron.yaml").write_text(CRON_YAML)
+        for name in ("worker", "web", "exporter", "scheduler"):
+            self._launch(name)
+        self._ready()
+        self.browser.login("otto", "operator-pass-1")
+        return self
+
+    def restart(self, name: str) -> None:
+        """Stop one process (gracefully if it still runs) and start it again."""
+        _stop(self.procs[name])
+        self._launch(name)
+        self._ready()
+        if name == "web":
+            self.browser.login("otto", "operator-pass-1")
+
+    def _ready(self) -> None:
         procs = list(self.procs.values())
         insp = Inspector(self.direct_url)
         try:
@@ -135,8 +154,6 @@ class Rig:
             insp.close()
         _wait(lambda: http_get(self.web_base + "/login")[0] == 200, "the dashboard", procs)
         _wait(lambda: http_get(self.exporter_base + "/metrics")[0] == 200, "the exporter", procs)
-        self.browser.login("otto", "operator-pass-1")
-        return self
 
     def dead(self) -> dict[str, str]:
         """The processes that exited, with the tail of their output."""
@@ -148,6 +165,13 @@ class Rig:
             if p.p.poll() is None:
                 p.p.terminate()
         for p in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.p.wait(10)
-            p.__exit__()
+            _stop(p)
+
+
+def _stop(p: Proc) -> None:
+    """SIGTERM, 10 s to finish, then SIGKILL."""
+    if p.p.poll() is None:
+        p.p.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.p.wait(10)
+    p.__exit__()
