@@ -50,6 +50,7 @@ class Fault:
     name: str
     seconds: float
     inject: Callable[[Target], contextlib.AbstractContextManager[None]]
+    swallows: bool = False  # a request sent during it gets no reply: its sender waits out its socket timeout
 
     def __repr__(self) -> str:
         return self.name
@@ -179,7 +180,7 @@ REPLIES = (
 )
 NETWORK = (
     Fault("latency_200ms", 3.0, _toxic("latency", 3.0, latency=200)),
-    Fault("blackhole_10s", 10.0, _toxic("timeout", 10.0, timeout=0)),
+    Fault("blackhole_10s", 10.0, _toxic("timeout", 10.0, timeout=0), swallows=True),
     Fault("reset_peer", 2.0, _toxic("reset_peer", 2.0, timeout=0)),
     Fault("bandwidth_2KBps", 3.0, _toxic("bandwidth", 3.0, rate=2)),
 )

@@ -56,7 +56,10 @@ class Toxiproxy:
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=5) as resp:
             raw = resp.read()
-        return json.loads(raw) if raw.strip() else None
+        try:
+            return json.loads(raw) if raw.strip() else None
+        except ValueError:  # /version answers plain text
+            return raw.decode()
 
     def proxy(self, name: str, upstream_port: int) -> Proxy:
         """A proxy listening on a free loopback port, forwarding to 127.0.0.1:upstream_port."""
