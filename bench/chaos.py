@@ -64,6 +64,7 @@ class Figures:
     archived: int = 0
     enqueue_errors: int = 0
     kills: int = 0
+    worker_exits: int = 0  # workers that exited on their own (replaced, as an orchestrator would): should be 0
     redis_restarts: int = 0
     busy_seconds: float = 0.0
     partition_seconds: float = 0.0
@@ -98,6 +99,8 @@ class Run:
         self.url = self.proxy.url() if self.proxy else self.broker.url
         self.go: goasynq.GoPeer | None = goasynq.GoPeer(goasynq.build(), self.url) if args.go else None
         self.workers: list[subprocess.Popen[bytes]] = []
+        self.killed: set[int] = set()
+        self.replaced: set[int] = set()
         self.go_worker: subprocess.Popen[str] | None = None
 
     def note(self, what: str) -> None:
@@ -192,10 +195,21 @@ class Run:
         alive = self.alive_workers()
         if alive:
             victim = random.choice(alive)
+            self.killed.add(victim.pid)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             self.figures.kills += 1
         self.start_worker()
+
+    def replace_exited(self) -> None:
+        """A worker that exited by itself is counted, its log named, and another started in its place."""
+        for p in self.workers:
+            if p.poll() is not None and p.pid not in self.killed and p.pid not in self.replaced:
+                self.replaced.add(p.pid)
+                self.figures.worker_exits += 1
+                self.note(f"worker {p.pid} exited by itself ({p.returncode}; see logs/worker-"
+                          f"{self.workers.index(p)}.log): starting another")
+                self.start_worker()
 
     def restart_redis(self) -> None:
         self.note("Redis: SIGKILL and restart on its append-only file")
@@ -249,6 +263,7 @@ class Run:
             if plan and self.produced() >= plan[0][0] * total:
                 _, what = plan.pop(0)
                 {"restart": self.restart_redis, "busy": self.busy_storm, "partition": self.partition}[what]()
+            self.replace_exited()
             if self.args.kill_every > 0 and time.monotonic() - last_kill >= self.args.kill_every:
                 self.kill_one()
                 last_kill = time.monotonic()
@@ -295,6 +310,7 @@ class Run:
         drain_start = time.monotonic()
         while time.monotonic() - drain_start < self.args.drain_timeout:
             time.sleep(1)
+            self.replace_exited()
             with contextlib.suppress(AsynqError):
                 info = check.queue_info(QUEUE)
                 left = info.pending + info.active + info.scheduled + info.retry
@@ -395,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run more than once   {f.run_twice}")
     print(f"stuck active at end  {f.stuck_active}")
     print(f"left in the queue    {f.left_in_queue} (archived {f.archived})")
+    print(f"workers that exited  {f.worker_exits} by themselves (replaced)")
     print(f"faults               {f.kills} worker SIGKILLs, {f.redis_restarts} Redis restarts, "
           f"{f.busy_seconds:.1f} s BUSY, {f.partition_seconds:.1f} s partition; {f.enqueue_errors} enqueue errors "
           f"retried")
@@ -403,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"args": vars(args), **asdict(f)}, indent=2))
-    return 0 if f.lost == 0 and f.stuck_active == 0 and f.drained else 1
+    return 0 if f.lost == 0 and f.stuck_active == 0 and f.drained and f.worker_exits == 0 else 1
 
 
 if __name__ == "__main__":
