@@ -19,6 +19,8 @@ from tests.faults.faults import NETWORK, Fault, Target
 from tests.faults.rig import Rig
 from tests.faults.scenario import Outcome, run
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["test_caller_fails_clearly_and_resumes", "test_no_process_dies", "test_scheduler_resumes",
            "test_worker_leaves_none_active", "test_worker_loses_no_task", "test_worker_resumes_without_a_restart",
            "test_worker_runs_none_twice_but_in_flight_ones"]
