@@ -8,9 +8,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TypeVar
 
-from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.loop import Loop
 from asynqpy.rdb import broker
 from asynqpy.rdb.durability import Durability
+from asynqpy.rdb.failures import is_transient
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
@@ -84,7 +85,9 @@ class Acker(Loop):
                 results = list(many)
             else:
                 results = list(await self.rt.runner.run_many(calls))
-        except REDIS_DOWN:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             results = [None] * len(calls)
         for call, res in zip(calls, results, strict=True):
             # Not confirmed by a replica: replay it (harmless: the scripts skip tasks no longer held), so that

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -10,7 +11,7 @@ import uuid
 from asynqpy.errors import MalformedTaskError
 from asynqpy.loop import Loop
 from asynqpy.options import build_options
-from asynqpy.rdb import broker, keys
+from asynqpy.rdb import broker, keys, state
 from asynqpy.runtime import Runtime
 from asynqpy.task import Task
 from asynqpy.wire import decode_task_message
@@ -34,8 +35,8 @@ class Aggregator(Loop):
 
     async def run_once(self) -> float | None:
         for q in self.rt.config.queues:
-            for g in await self.rt.aredis.smembers(keys.groups(q)):
-                await self._check(q, g.decode() if isinstance(g, bytes) else g)
+            for g in await self.rt.runner.run(state.list_groups(q)):
+                await self._check(q, g)
         return None
 
     async def _check(self, q: str, group: str) -> None:
@@ -58,9 +59,7 @@ class Aggregator(Loop):
                 continue
             tasks.append(Task(m.type, m.payload, dict(m.headers)))
         try:
-            result = cfg.group_aggregator(group, tasks)  # type: ignore[misc]
-            if inspect.isawaitable(result):
-                result = await result
+            result = await self._aggregate(group, tasks)
         except Exception:
             log.exception("aggregator: group_aggregator failed for group %s of queue %s; retried later", group, q)
             return
@@ -71,3 +70,15 @@ class Aggregator(Loop):
         msg = broker.build_message(result.type, result.payload, dict(result.headers), opts)
         await self.rt.runner.run(broker.enqueue(msg, opts, now=time.time()), register_queue=q)
         await self.rt.runner.run(broker.delete_aggregation_set(q, set_key))
+
+    async def _aggregate(self, group: str, tasks: list[Task]) -> object:
+        """The user's group_aggregator on the tasks: a coroutine function awaited here, a plain function run in a
+        thread, so that a slow one does not stop the event loop (the fetcher, the heartbeat, the hand-off)."""
+        fn = self.rt.config.group_aggregator
+        assert fn is not None
+        if inspect.iscoroutinefunction(fn):
+            return await fn(group, tasks)
+        result = await asyncio.to_thread(fn, group, tasks)
+        if inspect.isawaitable(result):  # a plain function that returned an awaitable
+            result = await result
+        return result

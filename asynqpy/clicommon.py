@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 import redis
 
 from asynqpy.devstate import choose_redis_url
-from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError
+from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError, mask_url
+from asynqpy.rdb.failures import translate
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
 
@@ -86,7 +87,12 @@ def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse
 def report(exc: Exception, args: argparse.Namespace) -> int:
     """Print exc as the CLI does (see run_guarded) and return the exit code."""
     debug = debugging(args)
-    if isinstance(exc, (RedisUnavailableError, redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, redis.RedisError):  # redis-py's own, let through by a command: ours, with the URL masked
+        url = getattr(args, "redis_url", None) or choose_redis_url().url
+        ours = translate(exc, url)
+        ours.__cause__ = exc  # --debug shows redis-py's traceback too
+        exc = ours
+    if isinstance(exc, RedisUnavailableError):
         if debug:
             traceback.print_exception(exc)
         print(f"asynqpy: {_unavailable(exc, args)}", file=sys.stderr)
@@ -101,20 +107,9 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
     return 1
 
 
-def _unavailable(exc: Exception, args: argparse.Namespace) -> str:
-    if isinstance(exc, RedisUnavailableError):
-        text = str(exc)
-    else:
-        url = getattr(args, "redis_url", None) or choose_redis_url().url
-        text = f"cannot reach Redis at {mask(url)}: {exc}"
-    return f"{text} (the URL was {where_redis(args)})"
+def _unavailable(exc: RedisUnavailableError, args: argparse.Namespace) -> str:
+    return f"{exc} (the URL was {where_redis(args)})"
 
 
-def mask(url: str) -> str:
-    """The URL without its password."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        creds, _, host = rest.rpartition("@")
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user + ':***' if ':' in creds else user}@{host}"
-    return url
+# The one URL masker (passwords before "@" and every *password= query option, e.g. a Sentinel URL's).
+mask = mask_url

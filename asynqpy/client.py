@@ -15,8 +15,8 @@ from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import NotDurableError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
-from asynqpy.rdb import broker, keys
-from asynqpy.rdb.failures import reaching, translate, url_of
+from asynqpy.rdb import broker, state
+from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo
 from asynqpy.wire import TaskMessage
@@ -62,6 +62,11 @@ def _unconfirmed(results: list[Any], confirmed: bool) -> list[Any]:
         return results
     err = NotDurableError("enqueued on the primary, but the replicas did not confirm the batch in time")
     return [r if isinstance(r, Exception) else err for r in results]
+
+
+def _ours(results: list[TaskInfo | Exception], url: str) -> list[TaskInfo | Exception]:
+    """A batch's per-task outcomes with any redis-py error (one command of the batch refused) as ours."""
+    return [translate(r, url) if isinstance(r, Exception) and is_redis_error(r) else r for r in results]
 
 
 class Client:
@@ -114,7 +119,7 @@ class Client:
         batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
-                self.redis.sadd(keys.QUEUES, batch.queue)
+                self._runner.run(state.register_queue(batch.queue))
             durable = batch.same.base.durable
             for part in batch.parts():
                 if durable is not None:
@@ -126,7 +131,7 @@ class Client:
                     batch.record(part, cmds, raws)
                 else:
                     batch.record_parsed(part, self._runner.run_many(batch.calls(part)))
-        return batch.out
+        return _ours(batch.out, self.url)
 
     def close(self) -> None:
         self.redis.close()
@@ -177,7 +182,7 @@ class AsyncClient:
         batch = Batch(tasks, options_from(options, fields), now, chunk)
         with reaching(self.url):
             if batch.prepared:
-                await self.redis.sadd(keys.QUEUES, batch.queue)
+                await self._runner.run(state.register_queue(batch.queue))
             durable = batch.same.base.durable
             for part in batch.parts():
                 if durable is not None:
@@ -189,7 +194,7 @@ class AsyncClient:
                     batch.record(part, cmds, raws)
                 else:
                     batch.record_parsed(part, await self._runner.run_many(batch.calls(part)))
-        return batch.out
+        return _ours(batch.out, self.url)
 
     async def close(self) -> None:
         await self.redis.aclose()

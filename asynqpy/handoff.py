@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from redis.crc import key_slot
 
 from asynqpy.connection import aconnect, is_cluster
-from asynqpy.loop import REDIS_DOWN
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.failures import is_transient
 from asynqpy.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -78,7 +78,9 @@ class HandoffListener:
         try:
             for q in queues:
                 await self.rt.aredis.zrem(keys.waiters(q), self.rt.server_id)
-        except REDIS_DOWN as exc:  # the registration lapses by itself (REGISTRATION_TTL)
+        except Exception as exc:  # the registration lapses by itself (REGISTRATION_TTL)
+            if not is_transient(exc):
+                raise
             log.debug("handoff: could not withdraw: %s", exc)
 
     async def stop(self) -> None:
@@ -90,7 +92,9 @@ class HandoffListener:
             for lane in self.lanes:
                 await lane.unregister()
                 await lane.requeue_leftovers()
-        except REDIS_DOWN as exc:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             log.warning("handoff: could not withdraw at stop (%s); tasks handed over now are recovered by lease", exc)
         await self.conn.aclose()
 
@@ -114,7 +118,9 @@ class _Lane:
             try:
                 await self._once()
                 backoff = 0.05
-            except REDIS_DOWN as exc:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 log.debug("handoff: redis unreachable: %s", exc)
                 self._registered_until = 0.0
                 await asyncio.sleep(backoff)

@@ -8,8 +8,10 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
-from asynqpy.loop import REDIS_DOWN, Loop
-from asynqpy.rdb import broker, keys
+from asynqpy.loop import Loop
+from asynqpy.rdb import broker, keys, state
+from asynqpy.rdb.failures import Degraded
+from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 from asynqpy.wire import ServerInfo, WorkerInfo, timestamp
 
@@ -22,8 +24,10 @@ class Heartbeat(Loop):
 
     name = "heartbeat"
 
-    def __init__(self, rt: Runtime, cancel: Callable[[str, str], bool], held: Callable[[], set[str]]) -> None:
+    def __init__(self, rt: Runtime, cancel: Callable[[str, str], bool], held: Callable[[], set[str]],
+                 degraded: Callable[[], Degraded | None] | None = None) -> None:
         super().__init__()
+        self.degraded_now = degraded or (lambda: self.degraded)  # the server's trouble, for its health note
         self.rt = rt
         self.interval = rt.config.heartbeat_interval
         self.cancel = cancel
@@ -37,12 +41,12 @@ class Heartbeat(Loop):
         by_queue: dict[str, list[str]] = defaultdict(list)
         for tid, at in self.rt.active.items():
             by_queue[at.queue].append(tid)
-        pipe = self.rt.aredis.pipeline(transaction=False)
-        for q, ids in by_queue.items():
-            pipe.zadd(keys.lease(q), dict.fromkeys(ids, broker.due(expiry)), xx=True)
-        pipe.zadd(keys.SERVERS, {self.rt.server_key: broker.due(now + ttl)})
-        pipe.zadd(keys.WORKERS, {self.rt.workers_key: broker.due(now + ttl)})
-        await pipe.execute()
+        calls: list[Call[int]] = [state.extend_leases(q, ids, score=broker.due(expiry)) for q, ids in by_queue.items()]
+        calls += [state.index_add(keys.SERVERS, self.rt.server_key, score=broker.due(now + ttl)),
+                  state.index_add(keys.WORKERS, self.rt.workers_key, score=broker.due(now + ttl))]
+        for res in await self.rt.runner.run_many(calls):
+            if isinstance(res, Exception):
+                raise res
         for ids in by_queue.values():
             for tid in ids:
                 held = self.rt.active.get(tid)
@@ -50,14 +54,24 @@ class Heartbeat(Loop):
                     held.lease_expiry = expiry
         await self.rt.runner.run(broker.write_server_state(
             self.rt.server_key, self.rt.workers_key, ttl=ttl, info=self.server_info(now), workers=self.worker_infos()))
+        await self.rt.runner.run(self._health_call(now, ttl))
         return None
 
+    def _health_call(self, now: float, ttl: int) -> Call[int]:
+        """Our health note: "ok", or what trouble a loop of this server meets (e.g. a cluster node that is down
+        for some queues while the heartbeat's own keys answer)."""
+        d = self.degraded_now()
+        status, kind, since = ("ok", "", 0) if d is None else \
+            (d.describe(), d.kind, int(now - (time.monotonic() - d.since)))
+        return state.write_server_health(self.rt.health_key, ttl=ttl, status=status, kind=kind, since=since)
+
     async def write_state(self) -> None:
-        """Write the server and workers info now (at start), not at the first beat; a Redis error is logged."""
+        """Write the server and workers info now (at start), not at the first beat; Redis trouble is logged."""
         try:
             await self.run_once()
-        except REDIS_DOWN as exc:
-            log.warning("could not write server state: %s", exc)
+            self.last_ok = time.monotonic()
+        except Exception as exc:
+            self.trouble.note(exc, "could not write server state")
 
     def _cancel_lapsed(self) -> None:
         now = time.time()
@@ -87,8 +101,9 @@ class Heartbeat(Loop):
 
     async def clear(self) -> None:
         """Remove this server from the indexes and delete its keys (at shutdown)."""
-        pipe = self.rt.aredis.pipeline(transaction=False)
-        pipe.zrem(keys.SERVERS, self.rt.server_key)
-        pipe.zrem(keys.WORKERS, self.rt.workers_key)
-        await pipe.execute()
+        for res in await self.rt.runner.run_many([state.index_remove(keys.SERVERS, self.rt.server_key),
+                                                  state.index_remove(keys.WORKERS, self.rt.workers_key),
+                                                  state.clear_server_health(self.rt.health_key)]):
+            if isinstance(res, Exception):
+                raise res
         await self.rt.runner.run(broker.clear_server_state(self.rt.server_key, self.rt.workers_key))

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 
-from redis.exceptions import ClusterDownError, TryAgainError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-log = logging.getLogger("asynqpy")
-
-# A cluster resharding or electing a new primary answers CLUSTERDOWN or TRYAGAIN for a moment: the same as down.
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError, ClusterDownError, TryAgainError)
+from asynqpy.rdb.failures import Degraded, TroubleLog
 
 
 class Loop:
     """A background loop: run_once() every `interval` seconds until stop().
 
     run_once may return a number of seconds to wait before the next pass (None = interval); wake() cuts
-    the current wait short. A failing pass is logged (at most every 10 s while Redis is away) and retried
-    after a back-off, so a short Redis outage never kills the server.
+    the current wait short. A failing pass never ends the loop: it goes through the loop's TroubleLog, which
+    logs transient Redis trouble once per kind per 10 s and a bug with its trace at most as often; transient
+    trouble is tried again after a jittered back-off, a bug after the usual interval. `degraded` says what
+    trouble lasts (None once a pass succeeds again).
     """
 
     name = "loop"
@@ -31,7 +25,7 @@ class Loop:
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._last_error_log = 0.0
+        self.trouble = TroubleLog(self.name)
         self.last_ok = 0.0  # time.monotonic() of the last pass that succeeded (health checks read it)
 
     async def run_once(self) -> float | None:
@@ -63,21 +57,22 @@ class Loop:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
+    @property
+    def degraded(self) -> Degraded | None:
+        """The transient Redis trouble this loop has met since its last good pass, or None."""
+        return self.trouble.degraded
+
     async def _run(self) -> None:
-        backoff = 0.1
         while not self._stop.is_set():
             try:
                 wait = await self.run_once()
                 self.last_ok = time.monotonic()
-                backoff = 0.1
+                self.trouble.ok()
             except asyncio.CancelledError:
                 raise
-            except REDIS_DOWN as exc:
-                self._log_error("redis unreachable", exc)
-                wait, backoff = backoff, min(backoff * 2, 5.0)
-            except Exception as exc:  # a bug in one pass must not end the loop
-                self._log_error("pass failed", exc, with_trace=True)
-                wait = self.interval
+            except Exception as exc:  # neither Redis trouble nor a bug in one pass may end the loop
+                kind = self.trouble.note(exc, "pass failed")
+                wait = self.trouble.delay() if kind is not None else max(self.interval, 0.1)
             await self._sleep(self.interval if wait is None else wait)
 
     async def _sleep(self, seconds: float) -> None:
@@ -89,9 +84,3 @@ class Loop:
         except TimeoutError:
             pass
         self._wake.clear()
-
-    def _log_error(self, what: str, exc: BaseException, *, with_trace: bool = False) -> None:
-        now = time.monotonic()
-        if now - self._last_error_log >= 10 or with_trace:
-            self._last_error_log = now
-            log.warning("%s: %s: %s", self.name, what, exc, exc_info=with_trace)

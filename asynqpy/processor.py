@@ -13,10 +13,10 @@ from typing import Any
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
 from asynqpy.handoff import HandoffListener
-from asynqpy.loop import REDIS_DOWN
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
 from asynqpy.rdb import broker
+from asynqpy.rdb.failures import is_transient
 from asynqpy.rdb.scripts import Call
 from asynqpy.retry import failure_call
 from asynqpy.runtime import ActiveTask, Runtime
@@ -121,7 +121,9 @@ class Processor:
             try:
                 got = await self._dequeue(free)
                 backoff = 0.05
-            except REDIS_DOWN as exc:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 log.warning("processor: redis unreachable: %s", exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -278,7 +280,9 @@ class Processor:
     async def _write_now(self, call: Call[object], *, what: str) -> None:
         try:
             await self.rt.runner.run(call)
-        except REDIS_DOWN:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what)
 
     def _write(self, call: Call[object], *, what: str) -> None:

@@ -6,9 +6,10 @@ import logging
 import time
 
 from asynqpy.errors import LeaseExpiredError, MalformedTaskError
-from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.loop import Loop
 from asynqpy.processor import ERR_LEASE, task_deadline
 from asynqpy.rdb import broker
+from asynqpy.rdb.failures import is_transient
 from asynqpy.retry import failure_call
 from asynqpy.runtime import Runtime
 from asynqpy.task import ReceivedTask
@@ -41,10 +42,11 @@ class Recoverer(Loop):
                 while await self._recover_batch(q, cutoff) == BATCH:
                     pass
                 await self.rt.runner.run(broker.reclaim_stale_aggregation_sets(q, now=now))
-            except REDIS_DOWN as exc:
-                down = exc
-            except Exception:
-                log.exception("recoverer: recovering queue %r failed; the other queues go on", q)
+            except Exception as exc:  # one queue's trouble (a cluster node away, a bug) spares the others
+                if is_transient(exc):
+                    down = exc
+                else:
+                    self.trouble.note(exc, f"recovering queue {q!r} failed; the other queues go on")
         if down is not None:
             raise down  # the loop backs off and tries again soon
         return None

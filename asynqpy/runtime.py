@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from asynqpy.config import ServerConfig
 from asynqpy.connection import aconnect, connect
-from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import AsyncRunner
+from asynqpy.rdb import keys, state
+from asynqpy.rdb.failures import reaching
+from asynqpy.rdb.scripts import AsyncRunner, SyncRunner
 from asynqpy.task import ReceivedTask
 from asynqpy.wire import TaskMessage
 
@@ -51,6 +52,7 @@ class Runtime:
         self.runner = AsyncRunner(self.aredis)
         # Result writes come from handler threads as well as the loop: a thread-safe sync pool.
         self.sredis = connect(self.redis_url)
+        self.srunner = SyncRunner(self.sredis)
 
     @property
     def server_key(self) -> str:
@@ -60,8 +62,17 @@ class Runtime:
     def workers_key(self) -> str:
         return keys.workers(self.host, self.pid, self.server_id)
 
+    @property
+    def health_key(self) -> str:
+        return keys.server_health(self.host, self.pid, self.server_id)
+
     def write_result(self, queue: str, task_id: str, data: bytes) -> None:
-        self.sredis.hset(keys.task(queue, task_id), "result", data)
+        """Store a handler's result in its task (called from handler threads as well as the loop).
+
+        Raises RedisUnavailableError (the subclass of its kind) or RedisCommandError, never redis-py's errors.
+        """
+        with reaching(self.redis_url):
+            self.srunner.run(state.write_result(queue, task_id, data))
 
     async def close(self) -> None:
         await self.aredis.aclose()

@@ -9,8 +9,6 @@ import threading
 import time
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
@@ -23,7 +21,7 @@ from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
-from asynqpy.rdb.failures import translate
+from asynqpy.rdb.failures import Degraded, reaching
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
@@ -97,7 +95,9 @@ class Server:
     def health(self) -> tuple[bool, bool, str]:
         """(live, ready, why) for probes; thread-safe. live: every loop of a started server still runs.
         ready: serving, taking tasks (not paused by SIGTSTP, not shutting down) and the last heartbeat reached
-        Redis within three heartbeat intervals."""
+        Redis within three heartbeat intervals. why: "ok", or what is wrong, e.g. "degraded: Redis answers BUSY
+        since 12 s" while a loop meets transient Redis trouble (it clears by itself at the loop's next good pass).
+        """
         rt, hb, proc = self.runtime, self._heartbeat, self._processor
         if rt is None or hb is None or proc is None:
             return True, False, "starting"
@@ -108,9 +108,21 @@ class Server:
             return False, False, "loops stopped: " + ", ".join(dead)
         if rt.status != "active":
             return True, False, f"server is {rt.status}"
-        if time.monotonic() - hb.last_ok > 3 * self.config.heartbeat_interval + 1:
+        stale = time.monotonic() - hb.last_ok > 3 * self.config.heartbeat_interval + 1
+        trouble = self.degraded()
+        if trouble is not None:
+            return True, not stale, trouble.describe()
+        if stale:
             return True, False, "Redis not reached by the last heartbeats"
         return True, True, "ok"
+
+    def degraded(self) -> Degraded | None:
+        """The longest-lasting transient Redis trouble any loop of this server meets now, or None."""
+        found = [d for d in (lp.degraded for lp in self._loops) if d is not None]
+        proc = getattr(self._processor, "degraded", None)  # the processor's own trouble, when it keeps one
+        if isinstance(proc, Degraded):
+            found.append(proc)
+        return min(found, key=lambda d: d.since) if found else None
 
     def _thread_main(self, mux: ServeMux) -> None:
         try:
@@ -128,10 +140,11 @@ class Server:
         self._stop = asyncio.Event()
         rt = self.runtime = Runtime(self.config, self.redis_url)
         try:
-            await rt.aredis.ping()
-        except (RedisError, OSError) as exc:
+            with reaching(self.redis_url):
+                await rt.aredis.ping()
+        except BaseException:
             await rt.close()
-            raise translate(exc, self.redis_url) from exc
+            raise
         loops, processor, heartbeat = self._build(rt, mux)
         self._loops, self._processor, self._heartbeat = loops, processor, heartbeat
         if signals:
@@ -161,7 +174,7 @@ class Server:
         acker = Acker(rt, syncer, acked)
         processor = Processor(rt, mux, acker, syncer, on_retry=lambda: forwarder.wake() if forwarder else None)
         forwarder = Forwarder(rt, on_forwarded=processor.wake)
-        heartbeat = Heartbeat(rt, processor.cancel, lambda: acker.held)
+        heartbeat = Heartbeat(rt, processor.cancel, lambda: acker.held, self.degraded)
 
         def wake_all() -> None:
             processor.wake()

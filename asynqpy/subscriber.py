@@ -27,6 +27,7 @@ class Subscriber(Loop):
         ps = self.rt.aredis.pubsub(ignore_subscribe_messages=True)
         try:
             await ps.subscribe(keys.CANCEL_CHANNEL, keys.WAKE_CHANNEL)
+            self.trouble.ok()  # the pass goes on while subscribed: being subscribed again ends the trouble
             self.wake_workers()
             while not self.stopping:
                 m = await ps.get_message(ignore_subscribe_messages=True, timeout=0.5)

@@ -67,18 +67,12 @@ def serve_one(spec: WorkerSpec, serve_http: bool = True) -> None:
 def _single_process_http(spec: WorkerSpec, server: Any) -> Any:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-    from asynqpy.metrics.http import MetricsHTTPServer
-
-    def probe(i: int) -> Any:
-        def check() -> tuple[bool, str]:
-            h = server.health()
-            return bool(h[i]), h[2]
-        return check
+    from asynqpy.metrics.http import MetricsHTTPServer, health_probes
 
     assert spec.metrics_port is not None
     return MetricsHTTPServer(spec.metrics_host, spec.metrics_port,
                              lambda: (generate_latest(REGISTRY), CONTENT_TYPE_LATEST),
-                             {"/livez": probe(0), "/readyz": probe(1)}).start()
+                             health_probes(server.health)).start()
 
 
 def _exit_past_stuck_handlers() -> None:

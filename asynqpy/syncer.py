@@ -6,8 +6,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from asynqpy.loop import REDIS_DOWN, Loop
+from asynqpy.loop import Loop
 from asynqpy.rdb.durability import Durability
+from asynqpy.rdb.failures import is_transient
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 
@@ -60,7 +61,9 @@ class Syncer(Loop):
                 continue
             try:
                 await self.rt.runner.run(w.call)
-            except REDIS_DOWN:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 self.writes.append(w)
         if durable:
             await self._flush_durable(durable)
@@ -71,10 +74,13 @@ class Syncer(Loop):
         assert d is not None
         try:
             results, confirmed = await self.rt.runner.run_many_durable([w.call for w in writes], d)
-        except REDIS_DOWN:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             self.writes += writes
             return
         if not confirmed:
             self.writes += writes
             return
-        self.writes += [w for w, res in zip(writes, results, strict=True) if isinstance(res, REDIS_DOWN)]
+        self.writes += [w for w, res in zip(writes, results, strict=True)
+                        if isinstance(res, Exception) and is_transient(res)]

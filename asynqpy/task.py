@@ -169,7 +169,9 @@ class ReceivedTask:
     def write_result(self, data: bytes) -> int:
         """Store data as this task's result (kept as long as the task; see retention). Returns its length.
 
-        Raises TypeError for non-bytes, and RuntimeError once the task was cancelled or timed out.
+        Raises TypeError for non-bytes, RuntimeError once the task was cancelled or timed out, and
+        RedisUnavailableError (RedisBusyError, RedisOutOfMemoryError, ...) or RedisCommandError when Redis refuses
+        the write (never redis-py's own errors).
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"result must be bytes, not {type(data).__name__}")

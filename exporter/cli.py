@@ -14,7 +14,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import RedisUnavailableError, UsageError
+from asynqpy.errors import RedisUnavailableError, UsageError, mask_url
 from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
 from exporter.collector import QueueStateCollector
 from exporter.exposition import CONTENT_TYPE
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    log.info("asynqpy exporter: serving http://%s:%d/metrics for %s", host, srv.port, _masked(url))
+    log.info("asynqpy exporter: serving http://%s:%d/metrics for %s", host, srv.port, mask_url(url))
     try:
         stop.wait()
     finally:
@@ -81,12 +81,3 @@ def run(args: argparse.Namespace) -> int:
         insp.close()
     log.info("asynqpy exporter: stopped")
     return 0
-
-
-def _masked(url: str) -> str:
-    head, at, tail = url.rpartition("@")
-    if not at:
-        return url
-    scheme, _, cred = head.partition("://")
-    user = cred.partition(":")[0]
-    return f"{scheme}://{user}:***@{tail}" if ":" in cred else url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,12 +16,16 @@ from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from inspector import views
 from inspector.api import Inspector
+from inspector.redact import ROLES as REDACT_ROLES
+from inspector.redact import Policy
 from inspector.textout import dumps
 
 Handler = Callable[[Inspector, argparse.Namespace], views.Out]
 STATES = [s.value for s in TaskState]
 QUEUE = "the queue's name (`asynqpy queue ls` lists them)"
 TASK_ID = "the task's id (`asynqpy task ls QUEUE --state STATE` lists them)"
+ENV_REDACT = "ASYNQPY_REDACT"
+ENV_REDACTION = "ASYNQPY_REDACTION"
 
 
 def _whole(minimum: int) -> Callable[[str], int]:
@@ -48,7 +53,32 @@ def _common() -> argparse.ArgumentParser:
                    help="the URL names Redis Cluster seed nodes (same as redis+cluster://)")
     p.add_argument("--tasks", default=argparse.SUPPRESS, metavar="MODULES",
                    help="modules (a,b) whose typed tasks' payloads are shown as calls (default: $ASYNQPY_TASKS)")
+    p.add_argument("--redact", nargs="?", const="viewer", choices=REDACT_ROLES, default=argparse.SUPPRESS,
+                   metavar="ROLE", help="mask payload, header and result values as the dashboard does for ROLE "
+                                        f"(default viewer; or set ${ENV_REDACT}=ROLE)")
+    p.add_argument("--no-redact", dest="redact", action="store_const", const="", default=argparse.SUPPRESS,
+                   help=f"show every value, whatever ${ENV_REDACT} says")
+    p.add_argument("--redaction", default=argparse.SUPPRESS, metavar="FILE",
+                   help="redaction rules: a TOML file, or the dashboard config with a [redaction] table "
+                        f"(default: ${ENV_REDACTION}; without one, keys named like secrets are masked)")
     return p
+
+
+def redaction(args: argparse.Namespace) -> tuple[Policy, str] | None:
+    """The policy and role to mask output for (None: show everything). Raises UsageError for bad rules."""
+    role = getattr(args, "redact", None)
+    if role is None:
+        role = os.environ.get(ENV_REDACT, "").strip()
+        role = "viewer" if role.lower() in ("1", "true", "yes", "on") else role
+    if not role or role.lower() in ("0", "false", "no", "off"):
+        return None
+    if role not in REDACT_ROLES:
+        raise UsageError(f"${ENV_REDACT}: expected a role ({', '.join(REDACT_ROLES)}) or 1, got {role!r}")
+    path = getattr(args, "redaction", None) or os.environ.get(ENV_REDACTION) or None
+    try:
+        return Policy.from_setting(path), role
+    except InvalidArgumentError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _cmd(sub: Any, name: str, handler: Handler, help: str, parents: list[argparse.ArgumentParser]) -> Any:
@@ -152,6 +182,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     """
     url = getattr(args, "redis_url", None) or default_redis_url()
     typed.import_tasks(getattr(args, "tasks", ""))
+    args.redactor = redaction(args)
     try:
         if getattr(args, "cluster", False):
             url = cluster_url(url)

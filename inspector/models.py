@@ -12,10 +12,11 @@ from asynqpy.task import TaskInfo, TaskState
 
 @dataclass(frozen=True)
 class PayloadView:
-    """Bytes made readable: kind is empty, json (pretty), text, hex, or call (a typed task's payload as the
-    call it stands for, when its type is registered in this process); size is the full size in bytes."""
+    """Bytes made readable: kind is empty, json (pretty), text, hex, call (a typed task's payload as the
+    call it stands for, when its type is registered in this process) or redacted (hidden whole from the
+    viewer's role: inspector.redact); size is the full size in bytes."""
 
-    kind: Literal["empty", "json", "text", "hex", "call"]
+    kind: Literal["empty", "json", "text", "hex", "call", "redacted"]
     text: str
     size: int
     truncated: bool
@@ -82,6 +83,7 @@ class TaskRecord:
     message does not decode); info then holds what is known (id, queue, state, last error).
     score is the sorted-set score that places the task (due time, archive time, completion expiry, time
     added to its group); lease_expires_at is set for active tasks; pending_since for pending ones.
+    redacted names what inspector.redact masked for the role it was shown to (e.g. "payload.card.number").
     """
 
     info: TaskInfo
@@ -91,6 +93,7 @@ class TaskRecord:
     score: float | None = None
     pending_since: datetime | None = None
     lease_expires_at: datetime | None = None
+    redacted: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:

@@ -47,6 +47,15 @@ def confirm(question: str, args: argparse.Namespace) -> None:
         raise Aborted()
 
 
+def _masked(args: argparse.Namespace, what: str, obj: Any, *extra: Any) -> Any:
+    """obj masked by the --redact policy (inspector.redact.Policy.<what>), or obj itself without one."""
+    found = getattr(args, "redactor", None)
+    if found is None:
+        return obj
+    policy, role = found
+    return getattr(policy, what)(obj, role, *extra)
+
+
 def _findings(items: list[Finding] | tuple[Finding, ...]) -> str:
     return "\n".join(f"[{f.level}] {f.message}" for f in items)
 
@@ -172,7 +181,8 @@ def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> 
 
 
 def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
-    page = insp.list_tasks(args.queue, args.state, page=args.page, size=args.size, group=args.group)
+    page = _masked(args, "page", insp.list_tasks(args.queue, args.state, page=args.page, size=args.size,
+                                                 group=args.group))
     now = insp.now()
     pages = max(1, -(-page.total // page.size))
     text = _task_table(page.tasks, page.state, now) if page.tasks else f"no {page.state.value} tasks on this page"
@@ -181,7 +191,7 @@ def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 
 def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
-    t = insp.get_task(args.queue, args.task_id)
+    t = _masked(args, "task", insp.get_task(args.queue, args.task_id))
     i, now = t.info, insp.now()
     items: list[tuple[str, Any]] = [("id", i.id), ("queue", i.queue), ("type", i.type or "-"), ("state", i.state.value)]
     if t.problem:
@@ -195,6 +205,8 @@ def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
         items += [("lease until", when(t.lease_expires_at, now)), ("orphaned", i.is_orphaned)]
     if i.headers:
         items.append(("headers", ", ".join(f"{k}={v}" for k, v in sorted(i.headers.items()))))
+    if t.redacted:
+        items.append(("masked", ", ".join(t.redacted)))
     cut = " (cut)" if t.payload.truncated else ""
     items.append((f"payload ({t.payload.kind}, {t.payload.size} bytes{cut})", "\n" + t.payload.text))
     if t.result is not None:
@@ -211,6 +223,7 @@ def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
     res = insp.search(args.queue, args.state, type=args.type, id_prefix=args.id_prefix, text=args.text,
                       error=args.error, limit=args.limit, cursor=args.cursor, max_scan=args.max_scan,
                       group=args.group)
+    res = _masked(args, "search", res, args.text)
     text = _task_table(res.tasks, res.state, insp.now()) if res.tasks else "no matches"
     where = "the end was reached" if res.done else f"resume with --cursor {res.next_cursor}"
     return Out(res, f"{text}\n\nscanned {res.scanned} {res.state.value} tasks from position {res.cursor}; {where}")
@@ -274,6 +287,9 @@ def task_cancel(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def server_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     servers = insp.servers()
+    if getattr(args, "redactor", None) is not None:
+        servers = [dataclasses.replace(s, active_workers=tuple(_masked(args, "worker", w) for w in s.active_workers))
+                   for s in servers]
     if not servers:
         return Out(servers, "no live servers")
     now = insp.now()
@@ -289,7 +305,7 @@ def server_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 
 def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
-    entries = insp.scheduler_entries()
+    entries = [_masked(args, "entry", e) for e in insp.scheduler_entries()]
     if not entries:
         return Out(entries, "no live scheduler entries")
     now = insp.now()

@@ -36,6 +36,8 @@ class WebSession:
     created: float
     seen: float
     stamp: str = ""
+    role: str = ""  # for a user signed in through an identity provider (via): the role it mapped to
+    via: str = ""  # "" for a users-file login, "oidc" for OpenID Connect
 
 
 def _key(sid: str) -> str:
@@ -57,18 +59,20 @@ class SessionStore:
         self.absolute = absolute
         self.clock = clock
 
-    def create(self, user: str, stamp: str = "") -> WebSession:
-        """A new session for user with a fresh random id (the cookie carries it); stamp: see WebSession."""
+    def create(self, user: str, stamp: str = "", *, role: str = "", via: str = "") -> WebSession:
+        """A new session for user with a fresh random id (the cookie carries it); stamp, role, via: see
+        WebSession."""
         now = self.clock()
         sid = secrets.token_urlsafe(32)
         with redis_errors():
             pipe = self.redis.pipeline(transaction=True)
-            pipe.hset(_key(sid), mapping={"user": user, "created": repr(now), "seen": repr(now), "stamp": stamp})
+            pipe.hset(_key(sid), mapping={"user": user, "created": repr(now), "seen": repr(now), "stamp": stamp,
+                                          "role": role, "via": via})
             pipe.expire(_key(sid), self._ttl(now, now))
             pipe.sadd(USER_SESSIONS_PREFIX + user, _key(sid))
             pipe.expire(USER_SESSIONS_PREFIX + user, int(self.absolute) + 60)
             pipe.execute()
-        return WebSession(sid, user, now, now, stamp)
+        return WebSession(sid, user, now, now, stamp, role, via)
 
     def get(self, sid: str, *, touch: bool = True) -> WebSession | None:
         """The live session with this id, or None (unknown, logged out, idle or past its absolute timeout).
@@ -79,7 +83,8 @@ class SessionStore:
             return None
         key = _key(sid)
         with redis_errors():
-            user, created, seen, stamp = self.redis.hmget(key, "user", "created", "seen", "stamp")
+            user, created, seen, stamp, role, via = self.redis.hmget(key, "user", "created", "seen", "stamp", "role",
+                                                                     "via")
             if user is None or created is None:
                 return None
             now = self.clock()
@@ -93,7 +98,8 @@ class SessionStore:
                 pipe.expire(key, self._ttl(c, now))
                 pipe.execute()
                 s = now
-        return WebSession(sid, user.decode(), c, s, (stamp or b"").decode())
+        return WebSession(sid, user.decode(), c, s, (stamp or b"").decode(), (role or b"").decode(),
+                          (via or b"").decode())
 
     def end(self, sid: str) -> bool:
         """End one session (logout). True when it was live."""

@@ -44,6 +44,8 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_SAMPLE_KEEP": 360,        # samples kept (360 x 10 s = the last hour)
     "ASYNQPY_FAILURES_LIMIT": 100,     # /errors reads at most this many retry and archived tasks per queue
     "ASYNQPY_JOB_CHUNK": 250,          # tasks per script call in background jobs
+    "ASYNQPY_REDACTION": None,         # payload redaction: the config's [redaction] table or a TOML file's path
+                                       # (None: the default, keys named like secrets masked below admin)
 }
 
 # One table from error types to HTTP status codes; the first matching class wins.
@@ -74,9 +76,9 @@ def status_for(exc: Exception) -> int:
 
 
 def _known_settings() -> dict[str, Any]:
-    from webui import security
+    from webui import oidc, security
 
-    return {**security.DEFAULTS, **DEFAULTS}
+    return {**security.DEFAULTS, **oidc.DEFAULTS, **DEFAULTS}
 
 
 def _env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -161,9 +163,11 @@ def inspector() -> Inspector:
 
 
 def _register(app: Flask) -> None:
-    from webui import actions, auth, jobs, pages, queues, render, sampler
+    from webui import access, actions, auth, jobs, oidc, pages, queues, render, sampler
 
+    access.init_app(app)
     auth.init_app(app, inspector)  # headers, sessions, CSRF, the user loader, /login, /logout, /audit
+    oidc.init_app(app)  # /login/oidc when ASYNQPY_OIDC_ISSUER is set
     for bp in (pages.bp, queues.bp, actions.bp, jobs.bp):
         app.register_blueprint(bp)
     try:

@@ -118,6 +118,9 @@ def state_action(queue: str, state: str, action: str) -> Any:
         raise ValueError("select at least one task")
     insp = inspector()
     if action == "cancel":
+        # a cancel goes by task id alone: only ids active in this queue, so a per-queue operator cannot
+        # cancel another queue's tasks through a queue they may operate on
+        ids = [tid for tid in ids if _active_in(insp, queue, tid)]
         heard = [insp.cancel(tid) for tid in ids]
         msg = f"cancel requested for {len(ids)} task(s); {sum(1 for h in heard if h)} heard by a server"
         _audit("tasks.cancel", queue, "ok", task_ids=ids, count=len(ids), detail=msg)
@@ -128,6 +131,13 @@ def state_action(queue: str, state: str, action: str) -> Any:
     _audit(f"tasks.{action}", queue, "ok" if not res.failed else "partial", task_ids=ids, count=len(res.succeeded),
            detail=msg)
     return state_view(queue, state, message=msg, kind="ok" if not res.failed else "warn")
+
+
+def _active_in(insp: Any, queue: str, task_id: str) -> bool:
+    try:
+        return bool(insp.get_task(queue, task_id).state.value == "active")
+    except TaskNotFoundError:
+        return False
 
 
 def _batch_message(action: str, state: str, res: BatchResult) -> str:

@@ -37,8 +37,8 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
-from webui import audit, csrf, security
-from webui.users import ROLES, User, role_allows
+from webui import access, audit, csrf, security
+from webui.users import ROLES, User
 
 log = logging.getLogger("asynqpy.web")
 bp = Blueprint("auth", __name__)
@@ -107,6 +107,9 @@ def load_user() -> Response | None:
     if g.user is None and isinstance(sid, str):
         st = security.state()
         live = st.sessions.get(sid)
+        if live is not None and live.via == "oidc":  # signed in at the identity provider: no users-file entry
+            g.user = User(live.user, live.role, sso=True) if live.role in ROLES else None
+            return None if g.user is not None else _to_login()
         stored = st.users.get(live.user) if live else None
         if live is not None and (stored is None or live.stamp != st.users.stamp(live.user)):
             st.sessions.end(sid)  # removed, or password changed since: this session is over
@@ -116,6 +119,11 @@ def load_user() -> Response | None:
         g.user = stored
     if g.user is not None or request.endpoint == "auth.login":
         return None
+    return _to_login()
+
+
+def _to_login() -> Response:
+    """Anonymous: to the login page, back here afterwards (htmx: an HX-Redirect to the page it polls from)."""
     target = request.script_root + request.full_path.rstrip("?")
     if request.headers.get("HX-Request"):
         # back to the page the browser shows after login, not to the partial it was polling
@@ -136,7 +144,8 @@ def refuse_in_read_only() -> None:
 def require_role(role: str) -> Callable[[F], F]:
     """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
 
-    A refused change (non-GET) is written to the audit log with outcome "denied". Raises ValueError at
+    On a view with a <queue> the user's role on that queue counts (webui.access.require: a hidden queue is a
+    404). A refused change (non-GET) is written to the audit log with outcome "denied". Raises ValueError at
     decoration time for an unknown role.
     """
     if role not in ROLES:
@@ -145,19 +154,7 @@ def require_role(role: str) -> Callable[[F], F]:
     def wrap(view: F) -> F:
         @functools.wraps(view)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            user = g.get("user")
-            if user is None:
-                abort(401)
-            reason = None
-            if role != "viewer" and security.read_only() and request.method not in csrf.SAFE_METHODS:
-                reason = "the dashboard is read-only: no changes can be made"
-            elif not role_allows(user.role, role):
-                reason = f"this needs the {role} role; {user.name} is {user.role}"
-            if reason is not None:
-                if request.method not in csrf.SAFE_METHODS:
-                    audit.record(request.endpoint or request.path, queue=kwargs.get("queue") or kwargs.get("q"),
-                                 outcome="denied", detail=reason)
-                abort(403, description=reason)
+            access.require(kwargs.get("queue"), role)  # per-queue roles: a hidden queue is a 404
             return view(*args, **kwargs)
 
         return cast(F, guarded)
@@ -165,12 +162,10 @@ def require_role(role: str) -> Callable[[F], F]:
     return wrap
 
 
-def can(role: str) -> bool:
-    """For templates: whether the signed-in user may do what role allows (False in read-only mode above viewer)."""
-    user = g.get("user")
-    if user is None or not role_allows(user.role, role):
-        return False
-    return role == "viewer" or not security.read_only()
+def can(role: str, queue: str | None = None) -> bool:
+    """For templates: whether the signed-in user may do what role allows on queue (default: the queue of the
+    page, by their per-queue role; False in read-only mode above viewer)."""
+    return access.can(role, queue)
 
 
 @bp.route("/login", methods=["GET", "POST"])

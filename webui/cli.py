@@ -28,6 +28,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--users", help="users file (default: ASYNQPY_WEB_USERS, else ./asynqpy-users.toml)")
     p.add_argument("--read-only", action="store_true", help="refuse every change, whatever the role")
     p.add_argument("--config", help="a TOML file of dashboard settings")
+    p.add_argument("--redaction", metavar="FILE", help="payload redaction rules, a TOML file (default: the "
+                                                       "config's [redaction] table, or ASYNQPY_REDACTION)")
     p.add_argument("--redis-url", default=argparse.SUPPRESS,
                    help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
     p.set_defaults(func=run_web)
@@ -49,6 +51,8 @@ def app_settings(args: argparse.Namespace) -> dict[str, Any]:
         cfg["ASYNQPY_READ_ONLY"] = True
     if args.config:
         cfg["ASYNQPY_CONFIG_FILE"] = args.config
+    if args.redaction:
+        cfg["ASYNQPY_REDACTION"] = args.redaction
     return cfg
 
 

@@ -9,10 +9,11 @@ from typing import Any
 
 from flask import Blueprint, Flask, current_app
 
-from inspector.jobs import Job
-from webui import audit, inspector
+from inspector.jobs import Job, JobNotFoundError
+from webui import access, audit, inspector
 from webui.auth import require_role
 from webui.render import page
+from webui.users import NO_ACCESS
 
 bp = Blueprint("jobs", __name__)
 log = logging.getLogger("asynqpy.web")
@@ -42,6 +43,14 @@ def launch(job_id: str) -> threading.Thread:
     return t
 
 
+def _visible_job(job_id: str) -> Job:
+    """The job, as if it did not exist when its queue is hidden from the user. Raises JobNotFoundError."""
+    job = inspector().job(job_id)
+    if access.role_on(job.queue) == NO_ACCESS:
+        raise JobNotFoundError(f"no job {job_id!r} (finished jobs are kept for 7 days)")
+    return job
+
+
 def _show(job: Job, message: str = "") -> Any:
     return page("partials/_job.html", job=job, message=message, now=inspector().now())
 
@@ -49,12 +58,18 @@ def _show(job: Job, message: str = "") -> Any:
 @bp.get("/jobs/<job_id>")
 @require_role("viewer")
 def job_status(job_id: str) -> Any:
-    return _show(inspector().job(job_id))
+    job = _visible_job(job_id)
+    access.act_on(job.queue)  # the widget's Cancel button asks can("admin") for the job's queue
+    return _show(job)
 
 
 @bp.post("/jobs/<job_id>/cancel")
-@require_role("admin")
+@require_role("viewer")
 def job_cancel(job_id: str) -> Any:
+    if not access.anywhere("admin"):
+        access.require(None, "admin")  # refused (and audited) before the job is even looked up
+    access.require(_visible_job(job_id).queue, "admin")  # admin on the job's queue
     job = inspector().cancel_job(job_id)
+    access.act_on(job.queue)
     audit.record("job.cancel", queue=job.queue, count=job.done, outcome="ok", detail=f"job {job.id} canceled")
     return _show(job, "the job stops after its current chunk")

@@ -9,8 +9,8 @@ from flask import Blueprint, current_app, request
 
 from asynqpy.errors import RedisUnavailableError
 from inspector.models import QueueInfo
-from inspector.samples import TOTAL
-from webui import charts, inspector, snapshot
+from inspector.samples import TOTAL, SizeSample
+from webui import access, charts, inspector, snapshot
 from webui.auth import require_role
 from webui.render import page
 
@@ -29,7 +29,7 @@ def _totals(infos: list[QueueInfo]) -> dict[str, int]:
 @bp.get("/")
 @require_role("viewer")
 def overview() -> Any:
-    infos = snapshot.queue_infos()
+    infos = access.visible_infos(snapshot.queue_infos())
     sort = request.args.get("sort", "queue")
     if sort in ("size", "latency", "failed", "processed", "archived", "retry", "pending"):
         infos.sort(key=lambda i: getattr(i, sort), reverse=True)
@@ -45,7 +45,9 @@ def daily_chart() -> Any:
     days = days if days in CHART_DAYS else 7
     insp = inspector()
     queue = request.args.get("queue") or None
-    names = [queue] if queue else insp.queues()[:HISTORY_QUEUES]
+    if queue:
+        access.require(queue, "viewer")
+    names = [queue] if queue else access.visible(insp.queues())[:HISTORY_QUEUES]
     sums: dict[str, list[int]] = {}
     for q in names:
         for d in insp.history(q, days):
@@ -65,6 +67,14 @@ def sizes_chart() -> Any:
     """Queue sizes over the last hour from the samples every app process shares: all queues, or ?queue=."""
     insp = inspector()
     queue = request.args.get("queue") or None
+    if queue:
+        access.require(queue, "viewer")
+    if queue is None and access.hides_some():  # the stored totals count hidden queues: sum the visible ones
+        shown = set(access.visible(insp.queues()))
+        samples = [SizeSample(s.t, {q: v for q, v in s.sizes.items() if q in shown})
+                   for s in insp.size_samples(since=insp.now() - 3600)]
+        return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, "Queue sizes, last hour"),
+                    queue=None)
     samples = insp.size_samples(since=insp.now() - 3600, totals=queue is None)
     label = "Queue sizes, last hour" + (f", queue {queue}" if queue else "")
     return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue or TOTAL), queue=queue)
@@ -75,25 +85,32 @@ def sizes_chart() -> Any:
 def errors() -> Any:
     queue = request.args.get("queue") or None
     insp = inspector()
-    found = insp.recent_failures([queue] if queue else None, limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
-    return page("errors.html", "partials/_errors.html", found=found, queue=queue, queues=insp.queues(),
+    if queue:
+        access.require(queue, "viewer")
+    names = access.visible(insp.queues())
+    which = [queue] if queue else names if access.hides_some() else None
+    found = insp.recent_failures(which, limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
+    return page("errors.html", "partials/_errors.html", found=found, queue=queue, queues=names,
                 limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
 
 
 @bp.get("/servers")
 @require_role("viewer")
 def servers() -> Any:
-    return page("servers.html", "partials/_servers.html", servers=inspector().servers(), now=inspector().now())
+    return page("servers.html", "partials/_servers.html", servers=access.servers(inspector().servers()),
+                now=inspector().now())
 
 
 @bp.get("/scheduler")
 @require_role("viewer")
 def scheduler() -> Any:
-    entries = inspector().scheduler_entries()
+    entries = access.entries(inspector().scheduler_entries())
     num = max(1, request.args.get("page", 1, type=int))
     pages = max(1, -(-len(entries) // ENTRIES_PAGE))
     shown = entries[(num - 1) * ENTRIES_PAGE:num * ENTRIES_PAGE]
     entry = request.args.get("entry")
+    if entry and access.hides_some() and entry not in {e.id for e in entries}:
+        entry = None  # an entry of a hidden queue: its history is not shown either
     history = inspector().scheduler_history(entry, size=30) if entry else []
     return page("scheduler.html", entries=shown, total=len(entries), page_num=num, pages=pages, entry=entry,
                 history=history, now=inspector().now())

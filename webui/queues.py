@@ -10,7 +10,7 @@ from flask import Blueprint, abort, current_app, request
 from asynqpy.task import TaskState
 from inspector.jobs import Job
 from inspector.models import QueueInfo, SearchResult, TaskPage
-from webui import inspector, snapshot
+from webui import access, inspector, snapshot
 from webui.auth import require_role
 from webui.render import STATES, page
 
@@ -54,11 +54,12 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
         result = inspector().search(queue, state, type=flt.get("type"), id_prefix=flt.get("id_prefix"),
                                     text=flt.get("text"), error=flt.get("error"), limit=size, cursor=max(0, cursor),
                                     group=group)
+        result = access.search(result, flt.get("text"))  # masked; a match only in a hidden value is dropped
         tasks = result.tasks
     elif state == "aggregating" and group is None:
         tasks = ()
     else:
-        result = inspector().list_tasks(queue, state, page=num, size=size, group=group)
+        result = access.page(inspector().list_tasks(queue, state, page=num, size=size, group=group))
         tasks = result.tasks
     started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
         if state == "active" and tasks else {}
@@ -92,6 +93,6 @@ def queue_state(queue: str, state: str) -> Any:
 @require_role("viewer")
 def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") -> Any:
     insp = inspector()
-    task = insp.get_task(queue, task_id)
+    task = access.task(insp.get_task(queue, task_id))
     why = insp.explain(queue, task_id) if task.state not in (TaskState.COMPLETED,) else None
     return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now())

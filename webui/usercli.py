@@ -1,4 +1,4 @@
-"""`asynqpy user add|ls|rm|passwd|role`: manage the dashboard's users file (see webui.users).
+"""`asynqpy user add|ls|rm|passwd|role|queue-role`: manage the dashboard's users file (see webui.users).
 
 Each change is also written to the audit log (user: the OS account, role "cli") and rm/passwd end the user's
 open dashboard sessions, when Redis can be reached; the users file is what counts either way.
@@ -12,8 +12,8 @@ import json
 import sys
 from typing import Any
 
-from asynqpy.errors import UsageError
-from webui.users import ROLES, UsersFile, check_name, check_password
+from asynqpy.errors import InvalidArgumentError, UsageError
+from webui.users import QUEUE_ROLES, ROLES, UsersFile, check_name, check_password, parse_queue_role
 
 
 def _common() -> argparse.ArgumentParser:
@@ -66,14 +66,50 @@ def _os_user() -> str:
         return "unknown"
 
 
+def _queue_roles(given: list[str] | None) -> dict[str, str]:
+    """--queue-role PATTERN=ROLE options as {pattern: role}. Raises UsageError for a bad one."""
+    out = {}
+    for text in given or ():
+        try:
+            pattern, role = parse_queue_role(text)
+        except InvalidArgumentError as exc:
+            raise UsageError(f"--queue-role: {exc}") from None
+        out[pattern] = role
+    return out
+
+
+def _describe(queues: dict[str, str] | tuple[tuple[str, str], ...]) -> str:
+    items = queues.items() if isinstance(queues, dict) else queues
+    return ", ".join(f"{p}={r}" for p, r in items)
+
+
 def _add(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     check_name(args.name)
+    queues = _queue_roles(args.queue_role)
     if users.get(args.name) is not None and not args.replace:
         raise UsageError(f"user {args.name!r} already exists in {users.path}; use `asynqpy user passwd` or --replace")
-    users.add(args.name, args.role, _password(args), replace=args.replace)
-    note = _record(args, "user.add", args.name, f"added as {args.role}", end_sessions=args.replace)
-    print(f"added {args.name} ({args.role}) to {users.path}{note}")
+    users.add(args.name, args.role, _password(args), replace=args.replace, queue_roles=queues)
+    more = f"; on queues {_describe(queues)}" if queues else ""
+    note = _record(args, "user.add", args.name, f"added as {args.role}{more}", end_sessions=args.replace)
+    print(f"added {args.name} ({args.role}{more}) to {users.path}{note}")
+    return 0
+
+
+def _queue_role(args: argparse.Namespace) -> int:
+    users = UsersFile(args.users)
+    user = users.get(args.name)
+    if user is None:
+        raise UsageError(f"no user {args.name!r} in {users.path}")
+    queues = {} if args.clear else dict(user.queues)
+    for pattern in args.remove or ():
+        if queues.pop(pattern, None) is None:
+            raise UsageError(f"{args.name} has no role on queue pattern {pattern!r}")
+    queues.update(_queue_roles(args.set))
+    users.set_queue_roles(args.name, queues)
+    shown = _describe(queues) or "none (the user's role applies to every queue)"
+    note = _record(args, "user.queue_role", args.name, f"queue roles set to {shown}")
+    print(f"{args.name} ({user.role}) queue roles: {shown}{note}")
     return 0
 
 
@@ -81,14 +117,14 @@ def _ls(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     rows = users.all()
     if getattr(args, "json", False):
-        print(json.dumps([{"name": u.name, "role": u.role} for u in rows]))
+        print(json.dumps([{"name": u.name, "role": u.role, "queues": dict(u.queues)} for u in rows]))
     elif not rows:
         print(f"no users in {users.path}: add one with `asynqpy user add NAME --role admin`")
     else:
         width = max(len(u.name) for u in rows)
-        print(f"{'NAME'.ljust(width)}  ROLE")
+        print(f"{'NAME'.ljust(width)}  {'ROLE'.ljust(8)}  QUEUE ROLES")
         for u in rows:
-            print(f"{u.name.ljust(width)}  {u.role}")
+            print(f"{u.name.ljust(width)}  {u.role.ljust(8)}  {_describe(u.queues) or '-'}".rstrip())
     return 0
 
 
@@ -128,6 +164,9 @@ def register(subparsers: Any) -> None:
                    help="viewer reads; operator also acts on tasks and pauses queues; admin does everything")
     p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
     p.add_argument("--replace", action="store_true", help="replace a user of that name")
+    p.add_argument("--queue-role", action="append", metavar="PATTERN=ROLE",
+                   help="a role on queues matching PATTERN (e.g. 'billing:*=operator'; role none hides them); "
+                        "repeat for more; the most specific pattern wins")
     p.set_defaults(func=_add)
     p = user.add_parser("ls", parents=c, help="list users and roles", description="list users and roles")
     p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
@@ -143,3 +182,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", help="the user's login name")
     p.add_argument("role", choices=ROLES, help="the new role: viewer, operator or admin")
     p.set_defaults(func=_role)
+    text = "set or remove a user's roles on queue patterns (the user's role applies elsewhere)"
+    p = user.add_parser("queue-role", parents=c, help=text, description=text)
+    p.add_argument("name", help="the user's login name")
+    p.add_argument("set", nargs="*", metavar="PATTERN=ROLE",
+                   help=f"e.g. 'billing:*=operator' ('*' ? [...] as in shell globs; role one of "
+                        f"{', '.join(QUEUE_ROLES)})")
+    p.add_argument("--remove", action="append", metavar="PATTERN", help="drop the role on this pattern")
+    p.add_argument("--clear", action="store_true", help="drop every queue role first")
+    p.set_defaults(func=_queue_role)

@@ -5,19 +5,32 @@
     role = "admin"
     password = "scrypt$16384$8$1$<salt base64>$<hash base64>"
 
+    [users.bob]
+    role = "viewer"
+    password = "scrypt$..."
+    queues = { "billing:*" = "operator", "hr:*" = "none" }
+
 Path: ``--users PATH``, else ASYNQPY_WEB_USERS, else ./asynqpy-users.toml (``default_users_path()``).
 Roles, weakest first: viewer (reads everything but the audit log), operator (also replays, archives,
 deletes and cancels single or selected tasks, pauses and resumes queues), admin (also all-in-state actions,
 deleting queues, the audit log).
 
+Per-queue roles (``queues``): a glob pattern of queue names (fnmatch: * ? [...]) to a role, or to "none" (the
+queue is hidden: its pages answer 404 as for a queue that does not exist). On a queue the most specific
+matching pattern wins (the one with the most characters that are not wildcards; a tie goes to the one
+written first); a queue no pattern matches gets the user's role. The role alone still decides everything
+not tied to one queue (the audit log needs role admin; servers and scheduler pages need viewer).
+
 For other modules: ``create_user(path, name, role, password, replace=False)`` (the `asynqpy dev` add-on
 makes its admin with it), ``UsersFile(path)`` with ``get``, ``authenticate``, ``add``, ``remove``,
-``set_password``, ``all``; ``role_allows(have, need)``. This module imports no Flask and no Redis.
+``set_password``, ``set_role``, ``set_queue_roles``, ``all``; ``role_allows(have, need)``;
+``User.role_on(queue)``. This module imports no Flask and no Redis.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import hmac
 import json
@@ -26,12 +39,17 @@ import re
 import secrets
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from asynqpy.errors import AsynqError, InvalidArgumentError
 
 ROLES = ("viewer", "operator", "admin")
+NO_ACCESS = "none"  # a queue role: the queue is hidden from the user
+QUEUE_ROLES = (NO_ACCESS, *ROLES)
+MAX_PATTERN = 200
 DEFAULT_FILE = "asynqpy-users.toml"
 ENV_USERS = "ASYNQPY_WEB_USERS"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
@@ -54,14 +72,32 @@ class UserExistsError(AsynqError):
 
 @dataclass(frozen=True)
 class User:
-    """A signed-in (or stored) user: name and role. sso: signed in through the proxy header."""
+    """A signed-in (or stored) user: name, role, per-queue roles (pattern, role) as written in the users file.
+    sso: signed in through the proxy header."""
 
     name: str
     role: str
     sso: bool = False
+    queues: tuple[tuple[str, str], ...] = ()
 
     def can(self, need: str) -> bool:
         return role_allows(self.role, need)
+
+    def role_on(self, queue: str) -> str:
+        """The user's role on a queue: the most specific matching pattern's (see the module docstring), else
+        the user's role; "none" when the queue is hidden from the user."""
+        best: tuple[int, str] | None = None
+        for pattern, role in self.queues:
+            if fnmatch.fnmatchcase(queue, pattern):
+                weight = len(pattern) - sum(pattern.count(c) for c in "*?[]")
+                if best is None or weight > best[0]:
+                    best = (weight, role)
+        return best[1] if best else self.role
+
+    @property
+    def restricted(self) -> bool:
+        """Whether some queue may be hidden from the user (a per-queue role "none")."""
+        return any(role == NO_ACCESS for _, role in self.queues)
 
 
 def role_allows(have: str, need: str) -> bool:
@@ -89,6 +125,29 @@ def check_role(role: str) -> str:
     if role not in ROLES:
         raise InvalidArgumentError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}", argument="role")
     return role
+
+
+def check_queue_roles(roles: Mapping[str, str]) -> dict[str, str]:
+    """Per-queue roles {pattern: role}, checked. Raises InvalidArgumentError naming the bad pattern or role."""
+    out = {}
+    for pattern, role in roles.items():
+        if not isinstance(pattern, str) or not pattern or len(pattern) > MAX_PATTERN or not pattern.isprintable():
+            raise InvalidArgumentError(f"queue pattern {str(pattern)[:40]!r} must be 1-{MAX_PATTERN} printable "
+                                       "characters", argument="queue_role")
+        if role not in QUEUE_ROLES:
+            raise InvalidArgumentError(f"queue pattern {pattern!r}: unknown role {role!r}; expected one of "
+                                       f"{', '.join(QUEUE_ROLES)}", argument="queue_role")
+        out[pattern] = role
+    return out
+
+
+def parse_queue_role(text: str) -> tuple[str, str]:
+    """"PATTERN=ROLE" (split at the last =) as (pattern, role). Raises InvalidArgumentError."""
+    pattern, sep, role = text.rpartition("=")
+    if not sep or not pattern:
+        raise InvalidArgumentError(f"expected PATTERN=ROLE (e.g. 'billing:*=operator'), got {text!r}",
+                                   argument="queue_role")
+    return next(iter(check_queue_roles({pattern: role.strip()}).items()))
 
 
 def check_password(password: str) -> str:
@@ -134,9 +193,9 @@ class UsersFile:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_users_path()
         self._stamp: tuple[int, int, int] | None = None
-        self._users: dict[str, dict[str, str]] = {}
+        self._users: dict[str, dict[str, Any]] = {}
 
-    def _load(self) -> dict[str, dict[str, str]]:
+    def _load(self) -> dict[str, dict[str, Any]]:
         try:
             st = self.path.stat()
         except FileNotFoundError:
@@ -153,11 +212,11 @@ class UsersFile:
 
     def all(self) -> list[User]:
         """Every user, by name."""
-        return [User(n, u["role"]) for n, u in sorted(self._load().items())]
+        return [_user(n, u) for n, u in sorted(self._load().items())]
 
     def get(self, name: str) -> User | None:
         u = self._load().get(name)
-        return User(name, u["role"]) if u else None
+        return _user(name, u) if u else None
 
     def stamp(self, name: str) -> str:
         """A short fingerprint of the user's password hash: sessions made before a password change (by command or
@@ -171,19 +230,22 @@ class UsersFile:
         """The user when name and password match, else None; an unknown name takes as long as a wrong password."""
         u = self._load().get(name) if isinstance(name, str) else None
         ok = verify_password(u["password"] if u else _DUMMY_HASH, password if isinstance(password, str) else "")
-        return User(name, u["role"]) if u and ok else None
+        return _user(name, u) if u and ok else None
 
-    def add(self, name: str, role: str, password: str, *, replace: bool = False) -> User:
-        """Add a user (or replace one with replace=True). Raises UserExistsError, InvalidArgumentError."""
+    def add(self, name: str, role: str, password: str, *, replace: bool = False,
+            queue_roles: Mapping[str, str] | None = None) -> User:
+        """Add a user (or replace one with replace=True), with per-queue roles {pattern: role}. Raises
+        UserExistsError, InvalidArgumentError."""
         check_name(name)
         check_role(role)
         check_password(password)
+        queues = check_queue_roles(queue_roles or {})
         users = dict(self._load())
         if name in users and not replace:
             raise UserExistsError(f"user {name!r} already exists in {self.path}")
-        users[name] = {"role": role, "password": hash_password(password)}
+        users[name] = {"role": role, "password": hash_password(password), "queues": queues}
         self._save(users)
-        return User(name, role)
+        return _user(name, users[name])
 
     def remove(self, name: str) -> None:
         """Raises UserNotFoundError."""
@@ -200,20 +262,30 @@ class UsersFile:
         """Raises UserNotFoundError, InvalidArgumentError."""
         self._update(name, role=check_role(role))
 
-    def _update(self, name: str, **fields: str) -> None:
+    def set_queue_roles(self, name: str, queue_roles: Mapping[str, str]) -> None:
+        """Replace the user's per-queue roles {pattern: role} ({} removes them). Raises UserNotFoundError,
+        InvalidArgumentError."""
+        self._update(name, queues=check_queue_roles(queue_roles))
+
+    def _update(self, name: str, **fields: Any) -> None:
         users = dict(self._load())
         if name not in users:
             raise UserNotFoundError(f"no user {name!r} in {self.path}")
         users[name] = {**users[name], **fields}
         self._save(users)
 
-    def _save(self, users: dict[str, dict[str, str]]) -> None:
+    def _save(self, users: dict[str, dict[str, Any]]) -> None:
         write_users(self.path, users)
         self._stamp = None
 
 
-def read_users(path: Path) -> dict[str, dict[str, str]]:
-    """{name: {"role", "password"}} from a users file. Raises UsersFileError naming the file and the problem."""
+def _user(name: str, u: Mapping[str, Any]) -> User:
+    return User(name, u["role"], queues=tuple(u.get("queues", {}).items()))
+
+
+def read_users(path: Path) -> dict[str, dict[str, Any]]:
+    """{name: {"role", "password", "queues"}} from a users file. Raises UsersFileError naming the file and the
+    problem."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -221,23 +293,35 @@ def read_users(path: Path) -> dict[str, dict[str, str]]:
     table = data.get("users", {})
     if not isinstance(table, dict):
         raise UsersFileError(f"{path}: [users] must be a table of users")
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, u in table.items():
         if not isinstance(u, dict) or not isinstance(u.get("password"), str) or u.get("role") not in ROLES:
             raise UsersFileError(f"{path}: user {name!r} needs role = one of {', '.join(ROLES)} and a password hash")
-        out[name] = {"role": u["role"], "password": u["password"]}
+        queues = u.get("queues", {})
+        try:
+            if not isinstance(queues, dict):
+                raise InvalidArgumentError("queues must be a table of queue pattern = role")
+            queues = check_queue_roles(queues)
+        except InvalidArgumentError as exc:
+            raise UsersFileError(f"{path}: user {name!r}: {exc}") from None
+        out[name] = {"role": u["role"], "password": u["password"], "queues": queues}
     return out
 
 
-def write_users(path: Path, users: dict[str, dict[str, str]]) -> None:
+def write_users(path: Path, users: dict[str, dict[str, Any]]) -> None:
     """Write the users file atomically (a temporary file renamed over it), readable by its owner only."""
     lines = ["# asynqpy dashboard users: `asynqpy user add|rm|passwd` edits this file; hand edits are fine.",
              f"# role is one of {', '.join(ROLES)}; password is a hash (set it with `asynqpy user passwd NAME`).",
+             "# queues = { \"billing:*\" = \"operator\" } gives a role per queue pattern (\"none\" hides them).",
              ""]
     for name in sorted(users):
         u = users[name]
         lines += [f"[users.{json.dumps(name)}]", f"role = {json.dumps(u['role'])}",
-                  f"password = {json.dumps(u['password'])}", ""]
+                  f"password = {json.dumps(u['password'])}"]
+        if u.get("queues"):
+            inner = ", ".join(f"{json.dumps(p)} = {json.dumps(r)}" for p, r in u["queues"].items())
+            lines.append(f"queues = {{ {inner} }}")
+        lines.append("")
     path = path.resolve()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,22 @@ log = logging.getLogger("asynqpy")
 
 Render = Callable[[], tuple[bytes, str]]  # body, content type
 Probe = Callable[[], tuple[bool, str]]  # ok, why
+Health = Callable[[], tuple[bool, bool, str]]  # live, ready, why: Server.health
+
+
+def health_probes(health: Health) -> dict[str, Probe]:
+    """/livez and /readyz from a Server's health(): each answers 200 or 503 with the reason as its body, e.g.
+    "degraded: Redis answers BUSY since 12 s" while the worker meets transient Redis trouble (still ready until
+    its heartbeat has missed Redis for three intervals; then 503 with the same reason), "ok" once it passed."""
+    def live() -> tuple[bool, str]:
+        h = health()
+        return h[0], h[2]
+
+    def ready() -> tuple[bool, str]:
+        h = health()
+        return h[1], h[2]
+
+    return {"/livez": live, "/readyz": ready}
 
 
 def parse_bind(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:

@@ -143,13 +143,18 @@ def workers(host: str, pid: int, server_id: str) -> str:
     return f"asynq:workers:{{{host}:{pid}:{server_id}}}"
 
 
+def server_health(host: str, pid: int, server_id: str) -> str:
+    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since), beside asynq's
+    server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
+    return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
+
+
 def scheduler_entries(scheduler_id: str) -> str:
     return f"asynq:schedulers:{{{scheduler_id}}}"
 
 
 def scheduler_history(entry_id: str) -> str:
     return f"asynq:scheduler_history:{entry_id}"
-
 
 
 def tick_mark(q: str, entry_id: str) -> str:

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import redis.asyncio as aredis
-from redis.exceptions import RedisError
 
 from asynqpy.connection import aconnect
 from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError
-from asynqpy.rdb import broker, keys
+from asynqpy.errors import AsynqError, InvalidArgumentError
+from asynqpy.rdb import broker, keys, state
+from asynqpy.rdb.failures import Degraded, TroubleLog, reaching
 from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
 from asynqpy.task import Task
@@ -45,7 +45,6 @@ CLAIM_SLACK = 60.0
 LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
-REDIS_ERRORS = (RedisError, OSError)  # connection lost, timeouts, and replies such as OOM or READONLY
 
 
 class Clock(Protocol):
@@ -114,6 +113,14 @@ class Scheduler:
         self._stopping = False
         self._changed = True
         self.failures = 0  # enqueue attempts that failed (Redis errors, refused enqueues)
+        # Every Redis error of every step goes here: transient trouble logged once per kind per 10 s, a bug
+        # with its trace as rarely; the step is tried again later, the scheduler never stops for it.
+        self.trouble = TroubleLog("scheduler", logger=log)
+
+    @property
+    def degraded(self) -> Degraded | None:
+        """The transient Redis trouble the scheduler meets now (None once a step succeeds again)."""
+        return self.trouble.degraded
 
     # -- entries ---------------------------------------------------------------------------------------------
 
@@ -189,10 +196,8 @@ class Scheduler:
         conn = self._conn or aconnect(url)
         runner = AsyncRunner(conn)
         try:
-            try:
+            with reaching(url):
                 await conn.ping()
-            except REDIS_ERRORS as exc:
-                raise RedisUnavailableError(url, exc) from exc
             now = self.clock.now()
             for e in self._snapshot():
                 await self._start_entry(runner, e, now)
@@ -210,8 +215,10 @@ class Scheduler:
                 if delay > 0 and not self._changed and not self._stopping:
                     await self._pause(delay)
         finally:
-            with contextlib.suppress(*REDIS_ERRORS):
-                await self._remove_entries(conn)
+            try:
+                await self._remove_entries(runner)
+            except Exception as exc:  # Redis away at stop: the entries expire with their TTL
+                self.trouble.note(exc, "could not remove the entries at stop")
             if self._conn is None:
                 await conn.aclose()
             self._loop = self._wake = None
@@ -280,27 +287,24 @@ class Scheduler:
                 latest_ttl=int(max(LATEST_MIN_TTL, 3 * period)), tolerance=int(self.late_grace + CLAIM_SLACK / 2),
                 owner=self.id, catch_up=catch_up)
             mine = await runner.run(call, register_queue=opts.queue)
-        except REDIS_ERRORS as exc:
-            self.failures += 1
-            log.warning("scheduler: cannot enqueue %s for entry %s (%s): %s", e.task.type, e.id, e.spec, exc)
-            return False
         except AsynqError as exc:  # a unique task still held, a task id taken: this tick is spent
             self.failures += 1
             log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
             return True
+        except Exception as exc:  # Redis trouble, or a bug: logged (rarely), the tick is tried again soon
+            self.failures += 1
+            self.trouble.note(exc, f"cannot enqueue {e.task.type} for entry {e.id} ({e.spec})")
+            return False
+        self.trouble.ok()
         if not mine:
             return True
         e.prev_tick = tick
         e.enqueued += 1
         event = SchedulerEnqueueEvent(task_id=opts.task_id, enqueue_time=timestamp(now)).SerializeToString()
-        hkey = keys.scheduler_history(e.id)
         try:
-            pipe = runner.redis.pipeline(transaction=False)
-            pipe.zadd(hkey, {event: int(now)})
-            pipe.zremrangebyrank(hkey, 0, -(HISTORY_CAP + 1))
-            await pipe.execute()
-        except REDIS_ERRORS as exc:
-            log.warning("scheduler: enqueue history of entry %s not written: %s", e.id, exc)
+            await runner.run(state.record_scheduler_event(e.id, event, at=int(now), cap=HISTORY_CAP))
+        except Exception as exc:
+            self.trouble.note(exc, f"enqueue history of entry {e.id} not written")
         log.info("scheduler: enqueued %s (%s) for %s: task %s", e.task.type, e.spec, _iso(tick), opts.task_id)
         return True
 
@@ -308,39 +312,35 @@ class Scheduler:
         """Publish the entries where asynq's Inspector reads them (TTL two heartbeats)."""
         entries = self._snapshot()
         try:
-            marks = []
-            if entries:
-                pipe = runner.redis.pipeline(transaction=False)
-                for e in entries:
-                    pipe.get(keys.tick_mark(e.queue, e.id))
-                marks = await pipe.execute()
+            marks = await runner.run_many([state.read_tick_mark(e.queue, e.id) for e in entries]) if entries else []
             data = []
-            for e, mark in zip(entries, marks, strict=False):
-                if mark is not None and (e.prev_tick is None or float(mark) > e.prev_tick):
-                    e.prev_tick = float(mark)  # a tick another replica enqueued
+            for e, mark in zip(entries, marks, strict=True):
+                if isinstance(mark, Exception):
+                    raise mark
+                if mark is not None and (e.prev_tick is None or mark > e.prev_tick):
+                    e.prev_tick = mark  # a tick another replica enqueued
                 data.append(encode_entry(e))
             ttl = max(2, int(2 * self.heartbeat_interval))
             await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data))
-            await runner.redis.zadd(keys.SCHEDULERS, {self.list_key: int(now + ttl)})
-        except REDIS_ERRORS as exc:
-            log.warning("scheduler: heartbeat failed: %s", exc)
+            await runner.run(state.index_add(keys.SCHEDULERS, self.list_key, score=int(now + ttl)))
+        except Exception as exc:
+            self.trouble.note(exc, "heartbeat failed")
+            return
+        self.trouble.ok()
 
-    async def _remove_entries(self, conn: aredis.Redis) -> None:
+    async def _remove_entries(self, runner: AsyncRunner) -> None:
         """Take this scheduler out of asynq:schedulers, and drop the history of entries no live scheduler lists."""
-        pipe = conn.pipeline(transaction=False)
-        pipe.zrem(keys.SCHEDULERS, self.list_key)
-        pipe.delete(self.list_key)
-        await pipe.execute()
+        await runner.run(state.index_remove(keys.SCHEDULERS, self.list_key))
+        await runner.run(broker.write_scheduler_entries(self.list_key, ttl=1, entries=[]))  # deletes the list
         mine = {e.id for e in self._snapshot()}
-        live = await conn.zrangebyscore(keys.SCHEDULERS, int(self.clock.now()), "+inf")
-        for k in live:
-            for data in await conn.lrange(str(k, "utf-8") if isinstance(k, bytes) else str(k), 0, -1):
+        for k in await runner.run(state.index_live(keys.SCHEDULERS, now=int(self.clock.now()))):
+            for data in await runner.run(state.read_scheduler_entries(k)):
                 other = SchedulerEntry()
                 with contextlib.suppress(Exception):
-                    other.ParseFromString(bytes(data, "utf-8") if isinstance(data, str) else data)
+                    other.ParseFromString(data)
                     mine.discard(other.id)
-        if mine:
-            await conn.delete(*(keys.scheduler_history(i) for i in mine))
+        for i in mine:
+            await runner.run(state.delete_scheduler_history(i))
 
 
 def _iso(t: float) -> str:

@@ -15,7 +15,7 @@ import redis
 
 from asynqpy.cli import main
 from inspector.audit import STREAM, AuditLog
-from webui.users import UsersFile, verify_password
+from webui.users import UsersFile, UsersFileError, verify_password
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -40,9 +40,10 @@ def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "s3cret" not in path.read_text()
     run(["user", "add", "bob", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "pw-bob\n")
     code, out, _ = run(["user", "ls", *f], capsys, monkeypatch)
-    assert code == 0 and out.split() == ["NAME", "ROLE", "ann", "admin", "bob", "viewer"]
+    assert code == 0 and out.split() == ["NAME", "ROLE", "QUEUE", "ROLES", "ann", "admin", "-", "bob", "viewer", "-"]
     code, out, _ = run(["user", "ls", "--json", *f], capsys, monkeypatch)
-    assert json.loads(out) == [{"name": "ann", "role": "admin"}, {"name": "bob", "role": "viewer"}]
+    assert json.loads(out) == [{"name": "ann", "role": "admin", "queues": {}},
+                               {"name": "bob", "role": "viewer", "queues": {}}]
 
     code, out, _ = run(["user", "passwd", "bob", "--password-stdin", *f], capsys,
                        monkeypatch, "new-pw\n")
@@ -132,3 +133,36 @@ def test_audit_ls_and_verify(redis_url: str, r: redis.Redis, capsys: pytest.Capt
     assert code == 1 and "BROKEN at record seq 2" in out and "edited" in out and ids[1] in out
     code, out, _ = run(["audit", "verify", "--json", *u], capsys, monkeypatch)
     assert code == 1 and json.loads(out)["broken"]["kind"] == "edited"
+
+
+def test_user_queue_roles(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                          redis_url: str) -> None:
+    path = tmp_path / "users.toml"
+    f = ["--users", str(path), "--redis-url", redis_url]
+    code, out, _ = run(["user", "add", "alice", "--role", "viewer", "--queue-role", "billing:*=operator",
+                        "--queue-role", "hr:*=none", "--password-stdin", *f], capsys, monkeypatch, "pw-alice\n")
+    assert code == 0 and "added alice (viewer; on queues billing:*=operator, hr:*=none)" in out
+    assert tomllib.loads(path.read_text())["users"]["alice"]["queues"] == {"billing:*": "operator", "hr:*": "none"}
+    alice = UsersFile(path).get("alice")
+    assert alice is not None and alice.role_on("billing:eu") == "operator" and alice.role_on("hr:pay") == "none"
+    assert alice.role_on("mail") == "viewer"
+    code, out, _ = run(["user", "ls", *f], capsys, monkeypatch)
+    assert out.splitlines()[1].split() == ["alice", "viewer", "billing:*=operator,", "hr:*=none"]
+    code, out, _ = run(["user", "queue-role", "alice", "billing:eu=admin", "--remove", "hr:*", *f], capsys,
+                       monkeypatch)
+    assert code == 0 and "billing:*=operator, billing:eu=admin" in out
+    alice = UsersFile(path).get("alice")
+    assert alice is not None and alice.role_on("billing:eu") == "admin" and alice.role_on("billing:us") == "operator"
+    assert alice.role_on("hr:pay") == "viewer"
+    code, _, err = run(["user", "queue-role", "alice", "billing=boss", *f], capsys, monkeypatch)
+    assert code == 2 and "unknown role 'boss'" in err and err.count("\n") == 1
+    code, _, err = run(["user", "add", "bob", "--role", "viewer", "--queue-role", "nopattern", "--password-stdin",
+                        *f], capsys, monkeypatch, "pw\n")
+    assert code == 2 and "PATTERN=ROLE" in err and UsersFile(path).get("bob") is None
+    assert run(["user", "queue-role", "alice", "--clear", *f], capsys, monkeypatch)[0] == 0
+    assert UsersFile(path).get("alice").queues == ()  # type: ignore[union-attr]
+    recs = AuditLog(redis.Redis.from_url(redis_url)).list().records
+    assert any(x.action == "user.queue_role" and "billing:eu=admin" in (x.detail or "") for x in recs)
+    path.write_text(path.read_text().replace('role = "viewer"', 'role = "viewer"\nqueues = { "a" = "boss" }'))
+    with pytest.raises(UsersFileError, match="unknown role 'boss'"):
+        UsersFile(path).get("alice")

@@ -68,16 +68,6 @@ def web(redis_server_url: str, users_path: Path, tmp_path_factory: pytest.TempPa
         r.close()
 
 
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def data(web: dict[str, Any]) -> Iterator[dict[str, Any]]:
     web["redis"].flushdb()

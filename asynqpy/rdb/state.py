@@ -1,0 +1,90 @@
+"""Calls for what servers and schedulers publish about themselves, and the few plain commands of loops and clients.
+
+Lease extensions, the asynq:servers / asynq:workers / asynq:schedulers indexes, a scheduler entry's history,
+a server's health note, a task's result. Each is a small script run through the runners (rdb/scripts.py), so
+every command of every loop goes through asynqpy/rdb with one error handling; task state transitions are
+broker.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call, script
+
+
+def _int(raw: Any) -> int:
+    return int(raw)
+
+
+def _texts(raw: Sequence[bytes | str]) -> list[str]:
+    return [r.decode() if isinstance(r, bytes) else str(r) for r in raw]
+
+
+def extend_leases(q: str, task_ids: Sequence[str], *, score: str) -> Call[int]:
+    """Set the lease score of the tasks of q this server holds (only leases still there). Reply: how many."""
+    return Call(script("extend_leases"), [keys.lease(q)], [score, *task_ids], _int)
+
+
+def index_add(index: str, member: str, *, score: str | int) -> Call[int]:
+    """(Re)announce member in an index (keys.SERVERS, keys.WORKERS, keys.SCHEDULERS) until score (Unix s)."""
+    return Call(script("index_add"), [index], [score, member], _int)
+
+
+def index_remove(index: str, member: str) -> Call[int]:
+    """Take member out of an index. Reply: 1 when it was there."""
+    return Call(script("index_remove"), [index], [member], _int)
+
+
+def index_live(index: str, *, now: int) -> Call[list[str]]:
+    """The members of an index whose expiry is now or later."""
+    return Call(script("index_live"), [index], [now], _texts)
+
+
+def read_scheduler_entries(list_key: str) -> Call[list[bytes]]:
+    """A scheduler's published entries (protobuf SchedulerEntry bytes)."""
+    return Call(script("read_scheduler_entries"), [list_key], [], list)
+
+
+def record_scheduler_event(entry_id: str, event: bytes, *, at: int, cap: int) -> Call[int]:
+    """Add an enqueue event to an entry's history (score: enqueue time), keeping the newest cap."""
+    return Call(script("record_scheduler_event"), [keys.scheduler_history(entry_id)], [event, at, cap], _int)
+
+
+def delete_scheduler_history(entry_id: str) -> Call[int]:
+    return Call(script("delete_scheduler_history"), [keys.scheduler_history(entry_id)], [], _int)
+
+
+def _tick(raw: Any) -> float | None:
+    return None if raw is None else float(raw)
+
+
+def read_tick_mark(q: str, entry_id: str) -> Call[float | None]:
+    """The latest tick (Unix s) of an entry that any scheduler replica claimed, or None."""
+    return Call(script("read_tick_mark"), [keys.tick_mark(q, entry_id)], [], _tick)
+
+
+def register_queue(q: str) -> Call[int]:
+    """Register q in asynq:queues (a producer's duty). Reply: 1 when it was new."""
+    return Call(script("register_queue"), [keys.QUEUES], [q], _int)
+
+
+def list_groups(q: str) -> Call[list[str]]:
+    """The groups of q that hold aggregating tasks."""
+    return Call(script("list_groups"), [keys.groups(q)], [], _texts)
+
+
+def write_result(q: str, task_id: str, data: bytes) -> Call[bool]:
+    """Store a handler's result in its task hash. Reply: False when the task no longer exists."""
+    return Call(script("write_result"), [keys.task(q, task_id)], [data], lambda raw: int(raw) == 1)
+
+
+def write_server_health(health_key: str, *, ttl: int, status: str, kind: str, since: int) -> Call[int]:
+    """Rewrite a server's health note (keys.server_health) with a ttl."""
+    return Call(script("write_server_health"), [health_key], [ttl, status, kind, since], _int)
+
+
+def clear_server_health(health_key: str) -> Call[int]:
+    return Call(script("clear_server_health"), [health_key], [], _int)

@@ -1,0 +1,96 @@
+"""Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY.
+
+Each is a context manager that puts the server at url into the fault for the length of the with-block and
+restores its configuration after, whatever happens in the block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+import redis
+
+# Spins inside Redis until killed (or ARGV[1] seconds pass, a safety net): past busy-reply-threshold, every
+# other client is answered BUSY.
+_SPIN = ("local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+         "if n[1] - t[1] > tonumber(ARGV[1]) then return 1 end end")
+
+
+@contextlib.contextmanager
+def busy(url: str, *, limit: float = 30.0) -> Iterator[None]:
+    """Redis answers BUSY to everyone for the block: another client's script runs past busy-reply-threshold
+    (lowered to 100 ms); the script is killed (SCRIPT KILL) when the block ends."""
+    r = redis.Redis.from_url(url)
+    old = r.config_get("busy-reply-threshold")["busy-reply-threshold"]
+    r.config_set("busy-reply-threshold", "100")
+    spinner = redis.Redis.from_url(url)
+
+    def spin() -> None:
+        with contextlib.suppress(redis.RedisError):
+            spinner.eval(_SPIN, 0, int(limit))
+
+    th = threading.Thread(target=spin, name="redis-busy", daemon=True)
+    th.start()
+    try:
+        deadline = time.monotonic() + 5
+        while True:  # until another client is answered BUSY
+            try:
+                r.get("asynqpy:tests:probe")
+            except redis.ResponseError as exc:
+                if str(exc).startswith("BUSY"):
+                    break
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError("Redis never answered BUSY")
+            time.sleep(0.02)
+        yield
+    finally:
+        while th.is_alive():
+            with contextlib.suppress(redis.RedisError):
+                r.script_kill()
+            th.join(0.1)
+        r.config_set("busy-reply-threshold", old)
+        spinner.close()
+        r.close()
+
+
+@contextlib.contextmanager
+def out_of_memory(url: str) -> Iterator[None]:
+    """Redis refuses every write with OOM for the block (maxmemory 1 byte, noeviction)."""
+    r = redis.Redis.from_url(url)
+    cfg = r.config_get("maxmemory")
+    cfg.update(r.config_get("maxmemory-policy"))
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", "1")
+    try:
+        yield
+    finally:
+        r.config_set("maxmemory", cfg["maxmemory"])
+        r.config_set("maxmemory-policy", cfg["maxmemory-policy"])
+        r.close()
+
+
+@contextlib.contextmanager
+def read_only(url: str, primary_url: str) -> Iterator[None]:
+    """The server at url is a replica of primary_url for the block (REPLICAOF), so it answers writes READONLY;
+    then REPLICAOF NO ONE. Its data is replaced by the primary's: use it only on a server of the test's own."""
+    r = redis.Redis.from_url(url)
+    p = redis.Redis.from_url(primary_url).connection_pool.connection_kwargs
+    r.replicaof(p.get("host", "127.0.0.1"), p.get("port", 6379))
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                r.set("asynqpy:tests:probe", "1")
+            except redis.ReadOnlyError:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError("the replica never answered READONLY")
+            time.sleep(0.02)
+        yield
+    finally:
+        r.replicaof("NO", "ONE")
+        r.close()

@@ -1,0 +1,97 @@
+"""The scheduler outlives Redis error replies (real BUSY, OOM, READONLY): it says it is degraded, logs the
+trouble once, and enqueues the ticks that came due once Redis answers again."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from asynqpy import Task
+from asynqpy.embedded import EmbeddedServer
+from tests.redisfaults import busy, out_of_memory, read_only
+
+from .clocks import wait_for
+from .test_scheduler import Running
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
+    """Two servers of this module's own: the scheduler's, and a primary it is made a replica of (READONLY)."""
+    a = EmbeddedServer(data_dir=Path(tmp_path_factory.mktemp("sched-a"))).start()
+    b = EmbeddedServer(data_dir=Path(tmp_path_factory.mktemp("sched-b"))).start()
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _fault(kind: str, url: str, primary: str) -> contextlib.AbstractContextManager[None]:
+    if kind == "BUSY":
+        return busy(url)
+    if kind == "OOM":
+        return out_of_memory(url)
+    return read_only(url, primary)
+
+
+@pytest.mark.parametrize("kind", ["BUSY", "OOM", "READONLY"])
+def test_the_scheduler_outlives_an_error_reply(kind: str, servers: tuple[EmbeddedServer, EmbeddedServer],
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    a, b = servers
+    r = redis.Redis.from_url(a.url)
+    r.flushall()
+    run = Running(a.url)
+    run.s.register("@every 1s", Task("tick", b""), queue="cron")
+    try:
+        with caplog.at_level("INFO", logger="asynqpy.scheduler"):
+            run.start()
+            wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+            kinds: set[str] = set()
+            with _fault(kind, a.url, b.url):
+                run.base.value += 2  # two ticks come due while Redis refuses
+                wait_for(lambda: run.s.degraded is not None and kinds.add(run.s.degraded.kind) is None
+                         and kind in kinds, f"the scheduler to say {kind}")
+                assert run.s.degraded is not None
+                assert run.s.degraded.describe().startswith(f"degraded: Redis answers {kind} since ")
+                wait_for(lambda: run.s.failures >= 3, "several failed attempts")
+            assert run.thread.is_alive()
+            wait_for(lambda: r.llen("asynq:{cron}:pending") == 2, "the two ticks, once Redis answers")
+            wait_for(lambda: run.s.degraded is None, "the trouble to clear")
+            run.base.value += 1
+            wait_for(lambda: r.llen("asynq:{cron}:pending") == 3, "the next tick")
+    finally:
+        run.stop()
+        r.close()
+    assert not run.thread.is_alive()
+    logged = [rec for rec in caplog.records if f"answers {kind} (" in rec.getMessage()]
+    assert 1 <= len(logged) <= 2 and not any(rec.exc_info for rec in logged)  # once per kind, not per try
+
+
+def test_a_bug_reply_is_logged_with_its_trace_once_and_the_scheduler_goes_on(
+        servers: tuple[EmbeddedServer, EmbeddedServer], caplog: pytest.LogCaptureFixture) -> None:
+    """WRONGTYPE (a key of ours holding the wrong type) is no transient trouble: logged with its trace, rarely,
+    and not 'degraded'; the scheduler keeps trying and enqueues once the data is right again."""
+    a, _ = servers
+    r = redis.Redis.from_url(a.url)
+    r.flushall()
+    run = Running(a.url)
+    entry = run.s.register("@every 1s", Task("tick", b""), queue="cron")
+    try:
+        with caplog.at_level("INFO", logger="asynqpy.scheduler"):
+            run.start()
+            wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+            r.lpush(f"asynqpy:{{cron}}:lasttick:{entry}", "not a tick")
+            run.base.value += 1
+            wait_for(lambda: run.s.failures >= 5, "several failed attempts")
+            assert run.thread.is_alive() and run.s.degraded is None
+            r.delete(f"asynqpy:{{cron}}:lasttick:{entry}")
+            wait_for(lambda: r.llen("asynq:{cron}:pending") == 1, "the tick, once the key is right")
+    finally:
+        run.stop()
+        r.close()
+    bugs = [rec for rec in caplog.records if "unexpected error" in rec.getMessage()]
+    assert len(bugs) == 1 and bugs[0].exc_info is not None

@@ -1,0 +1,134 @@
+"""In a real browser (Playwright driving Debian's chromium, `asynqpy web` under gunicorn with a config file of
+redaction rules): a viewer sees a card number masked; an operator of billing:* sees it, replays a task there,
+and finds no Replay button elsewhere, where a forged POST from the page is refused with 403."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from asynqpy import Client, Task
+from asynqpy.embedded import free_port
+from tests.inspector.worker import Worker
+from tests.webui.browserkit import ARTIFACTS, CHROMIUM
+from webui.users import UsersFile
+
+DB = 13
+PASSWORD = "browser-access-pass-1"
+CARD = "4242424242424242"
+RULES = '[redaction.types."payment:*"]\nfields = ["payload.card.number"]\nreveal_to = "operator"\n'
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
+                                "(.ci/run installs it: apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def site(redis_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`asynqpy web` (gunicorn, 1 worker) on database 13 with bill (viewer, operator on billing:*) and vera."""
+    tmp = tmp_path_factory.mktemp("access-web")
+    users = UsersFile(tmp / "users.toml")
+    users.add("bill", "viewer", PASSWORD, queue_roles={"billing:*": "operator"})
+    users.add("vera", "viewer", PASSWORD)
+    (tmp / "dashboard.toml").write_text(RULES)
+    url = redis_server_url.rsplit("/", 1)[0] + f"/{DB}"
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    port = free_port()
+    env = {**os.environ, "ASYNQPY_WEB_SECRET": "access-test-secret-" + "z" * 32, "ASYNQPY_SAMPLE_SECONDS": "0"}
+    log = tmp / "gunicorn.log"
+    exe = Path(sys.executable).with_name("asynqpy")
+    proc = subprocess.Popen([str(exe), "web", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--users",
+                             str(users.path), "--config", str(tmp / "dashboard.toml"), "--redis-url", url], env=env,
+                            stdout=log.open("w"), stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"asynqpy web did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield {"base": base, "url": url, "redis": r}
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        r.flushdb()
+        r.close()
+
+
+def archived(url: str) -> dict[str, str]:
+    """One archived payment:charge task in billing:eu and one archived task in mail."""
+    ids = {}
+    with Client(url) as c:
+        ids["billing"] = c.enqueue(Task("payment:charge", json.dumps({"card": {"number": CARD}}).encode()),
+                                   queue="billing:eu").id
+        ids["mail"] = c.enqueue(Task("email:send", b'{"to": "ada@example.com"}'), queue="mail").id
+    r = redis.Redis.from_url(url)
+    w = Worker(r, time.time)
+    for q in ("billing:eu", "mail"):
+        for tid in w.take(q, 1):
+            w.kill(q, tid, "boom")
+    r.close()
+    return ids
+
+
+def log_in(page: Any, base: str, name: str) -> None:
+    page.goto(base + "/login")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(base + "/")
+
+
+def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str, Any], browser: Any) -> None:
+    from playwright.sync_api import expect
+
+    base = site["base"]
+    ids = archived(site["url"])
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    log_in(page, base, "vera")
+    page.goto(f"{base}/queues/billing:eu/tasks/{ids['billing']}")
+    expect(page.locator("pre.payload")).to_contain_text("[redacted]")
+    assert CARD not in page.content()
+    expect(page.locator(".banner.redacted")).to_contain_text("payload.card.number")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "task-redacted.png"), full_page=True)
+    assert page.get_by_role("button", name="Replay").count() == 0  # a viewer everywhere
+    page.get_by_role("button", name="Log out").click()
+
+    log_in(page, base, "bill")
+    page.goto(f"{base}/queues/billing:eu/tasks/{ids['billing']}")
+    expect(page.locator("pre.payload")).to_contain_text(CARD)  # operator on billing:*: the rule's reveal_to
+    page.goto(f"{base}/queues/billing:eu/archived")
+    row = page.locator(f'tr[data-task-id="{ids["billing"]}"]')
+    row.get_by_role("button", name="Replay").click()
+    expect(page.locator("#queue-body .message")).to_contain_text(f"task {ids['billing']} replayed")
+    expect(row).to_have_count(0)
+
+    page.goto(f"{base}/queues/mail/archived")
+    expect(page.locator(f'tr[data-task-id="{ids["mail"]}"]')).to_have_count(1)
+    assert page.get_by_role("button", name="Replay").count() == 0
+    status = page.evaluate("""async ([url]) => {
+        const token = JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRF-Token'];
+        const resp = await fetch(url, {method: 'POST', headers: {'X-CSRF-Token': token}});
+        return resp.status;
+    }""", [f"{base}/queues/mail/tasks/{ids['mail']}/run"])
+    assert status == 403
+    assert site["redis"].zcard("asynq:{mail}:archived") == 1
+    ctx.close()
