@@ -47,13 +47,14 @@ def test_caller_fails_clearly_and_resumes(outcome: Outcome, component: str) -> N
 def test_no_process_dies(outcome: Outcome) -> None:
     assert not outcome.dead, f"through {outcome.fault}: {outcome.dead}"
     assert outcome.worker_pids_after == outcome.worker_pids_before, \
-        f"the worker's servers changed (a process was restarted): {outcome.worker_pids_before} -> " \
-        f"{outcome.worker_pids_after}"
+        f"through {outcome.fault}: the worker process {outcome.worker_pids_before} no longer heartbeats:\n" \
+        f"{outcome.worker_log}"
 
 
 def test_worker_loses_no_task(outcome: Outcome) -> None:
     lost = outcome.lost()
-    assert not lost, f"through {outcome.fault}: {len(lost)} of {len(outcome.acked)} acknowledged tasks never ran"
+    assert not lost, f"through {outcome.fault}: {len(lost)} of {len(outcome.acked)} acknowledged tasks never ran; " \
+        f"the queue: {outcome.queue_state}; the worker's log:\n{outcome.worker_log}"
 
 
 def test_worker_runs_none_twice_but_in_flight_ones(outcome: Outcome) -> None:
@@ -62,7 +63,8 @@ def test_worker_runs_none_twice_but_in_flight_ones(outcome: Outcome) -> None:
 
 
 def test_worker_leaves_none_active(outcome: Outcome) -> None:
-    assert outcome.active_left == 0, f"through {outcome.fault}: {outcome.active_left} tasks still active"
+    assert outcome.active_left == 0, f"through {outcome.fault}: {outcome.active_left} tasks still active; " \
+        f"the queue: {outcome.queue_state}; the worker's log:\n{outcome.worker_log}"
 
 
 def _loops_limit(outcome: Outcome) -> float:
@@ -73,7 +75,8 @@ def _loops_limit(outcome: Outcome) -> float:
 
 def test_worker_resumes_without_a_restart(outcome: Outcome) -> None:
     assert outcome.after_done_in is not None and outcome.after_done_in <= _loops_limit(outcome), \
-        f"through {outcome.fault}: tasks enqueued after the fault ran only after {outcome.after_done_in}s"
+        f"through {outcome.fault}: tasks enqueued after the fault ran only after {outcome.after_done_in}s; " \
+        f"the queue: {outcome.queue_state}; the worker's log:\n{outcome.worker_log}"
     status, body = outcome.readyz
     assert status == 200, f"the worker's /readyz after {outcome.fault}: {status} {body[:300]}"
 

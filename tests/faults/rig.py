@@ -148,7 +148,8 @@ class Rig:
         procs = list(self.procs.values())
         insp = Inspector(self.direct_url)
         try:
-            _wait(lambda: any(QUEUE in s.queues for s in insp.servers()), "the worker's heartbeat", procs)
+            pid = self.procs["worker"].p.pid  # not a server an earlier worker left in the list
+            _wait(lambda: pid in {s.pid for s in insp.servers()}, "the worker's heartbeat", procs)
             _wait(lambda: insp.scheduler_entries(), "the scheduler's entry", procs)
         finally:
             insp.close()

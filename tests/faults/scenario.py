@@ -100,6 +100,8 @@ class Outcome:
     worker_pids_before: set[int]
     worker_pids_after: set[int]
     readyz: tuple[int, str]
+    worker_log: str                  # the tail of the worker's output, for failure messages
+    queue_state: str                 # the queue's counts at the end, for failure messages
 
     def lost(self) -> set[str]:
         return {t for t in self.acked if t not in self.runs}
@@ -215,8 +217,17 @@ def _probers(rig: Rig, client: Client, aclient: _AsyncClientThread, insp: Inspec
     }
 
 
-def _worker_pids(insp: Inspector) -> set[int]:
-    return {s.pid for s in insp.servers() if QUEUE in s.queues}
+def _counts(insp: Inspector) -> str:
+    q = insp.queue_info(QUEUE)
+    return (f"pending {q.pending}, active {q.active}, scheduled {q.scheduled}, retry {q.retry}, "
+            f"archived {q.archived}, paused {q.paused}; servers {[(s.pid, s.status) for s in insp.servers()]}")
+
+
+def _worker_pids(rig: Rig, insp: Inspector) -> set[int]:
+    """The worker process's pid, if its server is in the servers list (it heartbeats): waits up to 5 s for it."""
+    pid = rig.procs["worker"].p.pid
+    _wait(lambda: pid in {s.pid for s in insp.servers()}, 5)
+    return {s.pid for s in insp.servers() if s.pid == pid}
 
 
 def _wait(cond: Callable[[], object], timeout: float) -> float | None:
@@ -264,7 +275,7 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
         direct.enqueue(Task(WORK, b"1"), queue=SPARE)  # the dashboard action's queue exists
         _heal(rig, direct, ledger)
         ledger.delete(RUNS)
-        pids_before = _worker_pids(check)
+        pids_before = {rig.procs["worker"].p.pid}
         for _ in range(BEFORE):
             acked.add(direct.enqueue(Task(WORK, b"200"), queue=QUEUE).id)  # before the fault: no retry needed
         probers = _probers(rig, client, aclient, insp, acked, lock)
@@ -310,7 +321,8 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
             runs=_ledger_runs(ledger), wall_offset=time.time() - time.monotonic(), after=after,
             after_done_in=after_done, active_left=active_left,
             cron_resumed_in=cron_in,
-            dead=rig.dead(), worker_pids_before=pids_before, worker_pids_after=_worker_pids(check), readyz=readyz)
+            dead=rig.dead(), worker_pids_before=pids_before, worker_pids_after=_worker_pids(rig, check), readyz=readyz,
+            worker_log=rig.procs["worker"].output[-4000:], queue_state=_counts(check))
     finally:
         for c in (direct, client):
             c.close()
