@@ -40,8 +40,11 @@ def test_caller_fails_clearly_and_resumes(outcome: Outcome, component: str) -> N
     resumed = prober.recovered(outcome.fault_end)
     if resumed is None or resumed > RESUME:
         problems.append(f"no success within {RESUME}s of the fault's end (first after {resumed}s)")
+    process = {"dashboard_page": "web", "dashboard_action": "web", "dashboard_metrics": "web",
+               "exporter": "exporter"}.get(component)
+    log = f"\nits log:\n{outcome.logs[process]}" if process and theirs else ""
     assert not problems, f"{component} through {outcome.fault}: " + "; ".join(problems) + \
-        f"\nall calls: {summary(prober.calls)}"
+        f"\nall calls: {summary(prober.calls)}{log}"
 
 
 def test_no_process_dies(outcome: Outcome) -> None:
@@ -84,4 +87,4 @@ def test_worker_resumes_without_a_restart(outcome: Outcome) -> None:
 def test_scheduler_resumes(outcome: Outcome) -> None:
     assert outcome.cron_resumed_in is not None and outcome.cron_resumed_in <= _loops_limit(outcome), \
         f"through {outcome.fault}: the scheduler's first enqueue after the fault came after " \
-        f"{outcome.cron_resumed_in}s"
+        f"{outcome.cron_resumed_in}s; its log:\n{outcome.logs['scheduler']}"

@@ -102,6 +102,7 @@ class Outcome:
     readyz: tuple[int, str]
     worker_log: str                  # the tail of the worker's output, for failure messages
     queue_state: str                 # the queue's counts at the end, for failure messages
+    logs: dict[str, str]             # the tail of each process's output (worker, web, exporter, scheduler)
 
     def lost(self) -> set[str]:
         return {t for t in self.acked if t not in self.runs}
@@ -322,7 +323,8 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
             after_done_in=after_done, active_left=active_left,
             cron_resumed_in=cron_in,
             dead=rig.dead(), worker_pids_before=pids_before, worker_pids_after=_worker_pids(rig, check), readyz=readyz,
-            worker_log=rig.procs["worker"].output[-4000:], queue_state=_counts(check))
+            worker_log=rig.procs["worker"].output[-4000:], queue_state=_counts(check),
+            logs={name: p.output[-3000:] for name, p in rig.procs.items()})
     finally:
         for c in (direct, client):
             c.close()
