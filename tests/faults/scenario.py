@@ -26,6 +26,7 @@ from tests.faults.rig import QUEUE, SPARE, Rig, http_get
 RECOVERY_MAX = 20.0  # probing goes on this long after the fault at most, waiting for a success
 BEFORE = 40          # tasks of 200 ms enqueued just before the fault: some in flight, the rest pending
 AFTER = 10           # tasks enqueued (directly) right after the fault
+LEASE = 30.0         # the worker's lease_duration (the default)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ class Outcome:
     wall_offset: float               # time.time() - time.monotonic() during the run
     after: set[str]
     after_done_in: float | None      # seconds from the fault's end until every AFTER task had run
-    active_left: int
+    active_left: int                 # tasks held active for good (their lease still renewed)
+    orphans: set[str]                # active, their lease lapsing: the recoverer retries them (see run())
     cron_resumed_in: float | None    # seconds from the fault's end to the scheduler's first enqueue after it
     dead: dict[str, str]
     worker_pids_before: set[int]
@@ -105,7 +107,8 @@ class Outcome:
     logs: dict[str, str]             # the tail of each process's output (worker, web, exporter, scheduler)
 
     def lost(self) -> set[str]:
-        return {t for t in self.acked if t not in self.runs}
+        """Acknowledged tasks that never ran and will not (orphans will, once their lease lapses)."""
+        return {t for t in self.acked if t not in self.runs and t not in self.orphans}
 
     def run_twice_outside_fault(self) -> dict[str, list[tuple[float, float]]]:
         """Tasks run more than once whose first run was not in flight during the fault (+-1 s)."""
@@ -302,12 +305,23 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
         stuck = after_done is None  # the worker is not taking tasks: do not wait long for the rest
         _wait(lambda: acked <= set(_ledger_runs(ledger)), 3 if stuck else 20)
 
-        def active() -> int:  # this fault's tasks only: one an earlier fault left active is its tests' finding
-            return len([t for t in check.list_tasks(QUEUE, "active", size=1000).tasks if t.info.id in acked])
-        _wait(lambda: active() == 0, 3 if stuck else 10)
-        active_left = active()
-
         wall_end = fault_end + time.time() - time.monotonic()
+
+        def active() -> tuple[set[str], set[str]]:
+            """This fault's tasks still active (one an earlier fault left is its tests' finding), split into those
+            held for good (their lease renewed after the fault) and orphans: taken by a dequeue whose reply the
+            fault swallowed, their lease set then and never renewed, so the recoverer will retry them once it
+            lapses (at-least-once; Go asynq does the same)."""
+            held: set[str] = set()
+            orphans: set[str] = set()
+            for t in check.list_tasks(QUEUE, "active", size=1000).tasks:
+                if t.info.id in acked:
+                    lapses = t.lease_expires_at.timestamp() if t.lease_expires_at else float("inf")
+                    (orphans if lapses <= wall_end + LEASE + 1 else held).add(t.info.id)
+            return held, orphans
+        _wait(lambda: not any(active()), 3 if stuck else 10)
+        held, orphans = active()
+        active_left = len(held)
 
         def cron_after() -> float:
             """Seconds from the fault's end to the scheduler's first enqueue after it (0.0: none yet)."""
@@ -320,7 +334,7 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
         return Outcome(
             fault=fault, fault_start=fault_start, fault_end=fault_end, probers=probers, acked=set(acked),
             runs=_ledger_runs(ledger), wall_offset=time.time() - time.monotonic(), after=after,
-            after_done_in=after_done, active_left=active_left,
+            after_done_in=after_done, active_left=active_left, orphans=orphans,
             cron_resumed_in=cron_in,
             dead=rig.dead(), worker_pids_before=pids_before, worker_pids_after=_worker_pids(rig, check), readyz=readyz,
             worker_log=rig.procs["worker"].output[-4000:], queue_state=_counts(check),
