@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.options import EnqueueOptions, TaskOptions, check_int, new_task_ids
+from asynqpy.options import EnqueueOptions, TaskOptions, check_int, check_task_type, new_task_ids
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.packer import EnqueuePacker, ManyPacker, MessageTemplate
 from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
@@ -27,6 +27,7 @@ RUN = 100  # Batch: plain tasks per enqueue_many script command
 def check_task(task: Task, argument: str) -> Task:
     if not isinstance(task, Task):
         raise InvalidArgumentError(f"{argument} must be a Task, not {type(task).__name__}", argument=argument)
+    check_task_type(task.type)
     return task
 
 

@@ -75,6 +75,18 @@ def check_queue(queue: str, name: str = "queue") -> str:
     return queue
 
 
+MAX_TYPE_BYTES = 1024  # Go asynq sets no limit; a longer type is a producer's bug and hangs every list showing it
+
+
+def check_task_type(task_type: str, name: str = "type") -> str:
+    """Raises InvalidArgumentError for a task type longer than MAX_TYPE_BYTES in UTF-8 (the Task checks the rest)."""
+    size = len(task_type.encode("utf-8", "surrogatepass"))
+    if size > MAX_TYPE_BYTES:
+        raise _bad(name, f"task type is {size} bytes long; the limit is {MAX_TYPE_BYTES} bytes (put data in the "
+                         f"payload): {task_type[:40]!r}...")
+    return task_type
+
+
 def check_int(value: int, name: str, *, minimum: int = 0, maximum: int = 2**31 - 1) -> int:
     """Raises InvalidArgumentError unless value is an int (not a bool) in [minimum, maximum]."""
     if isinstance(value, bool) or not isinstance(value, int):

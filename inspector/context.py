@@ -109,8 +109,13 @@ def check_page(page: int, size: int) -> tuple[int, int]:
 
 
 def check_queue_name(q: str) -> str:
-    """Raises InvalidArgumentError for a name that cannot be a queue."""
-    return check_queue(q)
+    """Raises InvalidArgumentError for a name that cannot be a queue (not a str, or blank). Unlike the Client's
+    check, braces pass: Go asynq accepts them, and its queues must be readable and actionable here."""
+    if isinstance(q, str) and "{" not in q and "}" not in q:
+        return check_queue(q)
+    if not isinstance(q, str) or not q.strip():
+        return check_queue(q)  # raises the Client's error for it
+    return q
 
 
 def check_ids(task_ids: Sequence[str]) -> list[str]:

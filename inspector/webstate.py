@@ -1,9 +1,8 @@
-"""The dashboard's server-side state in Redis: login sessions and failed-login counters, shared by every app process.
+"""The dashboard's server-side state in Redis: login sessions, shared by every app process.
 
 Sessions live in asynqpy:{web}:session:<id> (a hash: user, created, seen) with the idle timeout as TTL, so
-logging out (deleting the key) ends the session everywhere and a copied cookie stops working. Failed logins
-are counted per account and per address in asynqpy:{web}:throttle:<kind>:<key>, each in a window that starts
-with its first failure. webui reaches both through these classes; it never imports redis.
+logging out (deleting the key) ends the session everywhere and a copied cookie stops working. (Failed logins:
+inspector.throttle.) webui reaches them through this class; it never imports redis.
 """
 
 from __future__ import annotations
@@ -17,13 +16,10 @@ from typing import Any
 
 import redis
 
-from asynqpy.rdb.scripts import Call, SyncRunner
 from inspector.audit import redis_errors
-from inspector.scripts import script
 
 SESSION_PREFIX = "asynqpy:{web}:session:"
 USER_SESSIONS_PREFIX = "asynqpy:{web}:user-sessions:"
-THROTTLE_PREFIX = "asynqpy:{web}:throttle:"
 
 
 @dataclass(frozen=True)
@@ -122,61 +118,3 @@ class SessionStore:
 
     def _ttl(self, created: float, now: float) -> int:
         return max(1, int(min(self.idle, self.absolute - (now - created))) + 1)
-
-
-@dataclass(frozen=True)
-class ThrottleState:
-    """Whether logins for this account/address are refused, and for how many more seconds."""
-
-    blocked: bool
-    retry_after: int
-
-
-class LoginThrottle:
-    """Counts failed logins per account and per address; past a limit in the window, logins are refused
-    until the window ends. A successful login clears the account's counter (not the address's).
-
-    Raises RedisUnavailableError when Redis cannot be reached.
-    """
-
-    def __init__(self, connection: redis.Redis, *, per_user: int = 5, per_addr: int = 20,
-                 window: int = 900) -> None:
-        self.redis: Any = connection  # binary replies; redis-py types them loosely
-        self.runner = SyncRunner(connection)
-        self.per_user = per_user
-        self.per_addr = per_addr
-        self.window = int(window)
-
-    def _keys(self, user: str, addr: str) -> tuple[str, str]:
-        return (THROTTLE_PREFIX + "user:" + user.lower()[:200], THROTTLE_PREFIX + "addr:" + addr)
-
-    def check(self, user: str, addr: str) -> ThrottleState:
-        """Whether a login attempt for user from addr must be refused now (checked before the password)."""
-        ku, ka = self._keys(user, addr)
-        with redis_errors():
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.get(ku)
-            pipe.ttl(ku)
-            pipe.get(ka)
-            pipe.ttl(ka)
-            nu, tu, na, ta = pipe.execute()
-        waits = []
-        if nu is not None and int(nu) >= self.per_user:
-            waits.append(max(int(tu), 1))
-        if na is not None and int(na) >= self.per_addr:
-            waits.append(max(int(ta), 1))
-        return ThrottleState(bool(waits), max(waits, default=0))
-
-    def failed(self, user: str, addr: str) -> ThrottleState:
-        """Count one failed login (one atomic script for both counters); says whether the next is refused."""
-        with redis_errors():
-            reply: list[Any] = self.runner.run(Call(script("login_failed"), self._keys(user, addr), (self.window,),
-                                                    list))
-        (nu, tu), (na, ta) = reply
-        waits = [int(t) for n, t, limit in ((nu, tu, self.per_user), (na, ta, self.per_addr)) if int(n) >= limit]
-        return ThrottleState(bool(waits), max(waits, default=0))
-
-    def succeeded(self, user: str) -> None:
-        """Forget the account's failures (the address's stay counted)."""
-        with redis_errors():
-            self.redis.delete(self._keys(user, "")[0])

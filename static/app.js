@@ -9,19 +9,69 @@
     return !!(el && el.querySelector && el.querySelector("input[name=ids]:checked"));
   }
 
+  function isPolling(elt, trigger) {
+    return !!(elt.classList && elt.classList.contains("poll") && (!trigger || trigger.type !== "click") &&
+      elt.getAttribute("hx-trigger") && elt.getAttribute("hx-trigger").indexOf("every") >= 0);
+  }
+
+  // The page's own refresh says so (X-Asynqpy-Poll): the server does not count it as the user's activity, so an
+  // open tab does not keep an idle session alive.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    if (isPolling(evt.detail.elt, evt.detail.triggeringEvent)) { evt.detail.headers["X-Asynqpy-Poll"] = "1"; }
+  });
+
   // Polling requests (elements with class "poll" triggered by "every") are skipped while live refresh is
   // paused, and a table is not refreshed under the user's selection.
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var elt = evt.detail.elt;
     var trigger = evt.detail.requestConfig && evt.detail.requestConfig.triggeringEvent;
-    var polling = elt.classList && elt.classList.contains("poll") && (!trigger || trigger.type !== "click");
-    if (polling && elt.getAttribute("hx-trigger") && elt.getAttribute("hx-trigger").indexOf("every") >= 0) {
+    if (isPolling(elt, trigger)) {
       if (!live() || anySelected(elt) || document.activeElement && elt.contains(document.activeElement) &&
           document.activeElement.tagName === "INPUT") {
         evt.preventDefault();
       }
     }
   });
+
+  // Errors: htmx-config's responseHandling swaps 4xx/5xx answers (the server retargets them to #messages with
+  // their message). The Redis banner comes with a 503 (out of band) and goes with the next answer that is not an
+  // error; an error page waiting for Redis reloads itself once its address answers again.
+  function banner() { return document.getElementById("redis-banner"); }
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (!xhr || xhr.status < 400) { return; }
+    if (xhr.getResponseHeader("HX-Retarget")) {  // the dashboard's own error: its message goes to #messages
+      evt.detail.selectOverride = "p.message";  // not the hx-select of the element that asked (e.g. #queue-body)
+      return;
+    }
+    evt.detail.shouldSwap = false;  // someone else's error page (a proxy's 502): keep the page as it is
+    showMessage("The dashboard answered " + xhr.status + (xhr.statusText ? " " + xhr.statusText : "") +
+      "; the page is kept as it was.");
+  });
+
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var xhr = evt.detail.xhr;
+    if (!xhr || !xhr.status) {  // no answer at all: the dashboard itself is unreachable
+      showMessage("The dashboard did not answer; it is retried on the next refresh.");
+      return;
+    }
+    if (xhr.status < 400) {
+      var b = banner();
+      if (b && !b.hidden) { b.hidden = true; b.textContent = ""; }
+      if (evt.detail.elt.classList && evt.detail.elt.classList.contains("reload-when-ok")) { window.location.reload(); }
+    }
+  });
+
+  function showMessage(text) {
+    var box = document.getElementById("messages");
+    if (!box) { return; }
+    var p = document.createElement("p");
+    p.className = "message error";
+    p.setAttribute("role", "status");
+    p.textContent = text;
+    box.replaceChildren(p);
+  }
 
   function localTimes(root) {
     var fmt;

@@ -12,12 +12,13 @@ from flask import Blueprint, abort, current_app, flash, g, redirect, request, ur
 
 from asynqpy.errors import AsynqError, TaskNotFoundError
 from inspector.models import BatchResult
-from webui import audit, inspector, jobs, snapshot
+from webui import audit, inspector, jobs, queuenames, snapshot
 from webui.auth import can, require_role
 from webui.queues import state_view, task_page
 from webui.render import is_htmx
 
 bp = Blueprint("actions", __name__)
+bp.record_once(queuenames.register)  # before the routes: they use <queue:...>
 
 # What each state allows, in asynqmon's table (single and selected rows; "all" is the same list).
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -75,7 +76,7 @@ def _check(action: str, state: str) -> None:
         raise ValueError(f"{label(action, state)} does not apply to {state} tasks")
 
 
-@bp.post("/queues/<queue>/tasks/<task_id>/<action>")
+@bp.post("/queues/<queue:queue>/tasks/<task_id>/<action>")
 @require_role("operator")
 def task_action(queue: str, task_id: str, action: str) -> Any:
     if action not in TASK_ACTIONS:
@@ -107,7 +108,7 @@ def go_to(url: str, message: str) -> Any:
     return redirect(url, 303)
 
 
-@bp.post("/queues/<queue>/<state>/<action>")
+@bp.post("/queues/<queue:queue>/<state>/<action>")
 @require_role("operator")
 def state_action(queue: str, state: str, action: str) -> Any:
     _check(action, state)
@@ -193,7 +194,7 @@ def _on_all(queue: str, state: str, action: str) -> Any:
     return state_view(queue, state, message=msg)
 
 
-@bp.post("/queues/<queue>/<action>")
+@bp.post("/queues/<queue:queue>/<action>")
 @require_role("operator")
 def queue_action(queue: str, action: str) -> Any:
     insp = inspector()

@@ -12,6 +12,10 @@ sessions, security headers and the /audit page (settings: see webui.security). T
 - templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
   ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
 - ``webui.audit.record(...)`` writes an audit record for a change (see that module).
+
+Logins are throttled by inspector.throttle (each attempt counted before its password is checked) with
+webui.devices' cookie exempting browsers that logged in before; requests marked with POLL_HEADER (the pages' own
+live refresh) do not count as activity for the idle timeout.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from flask import (
 )
 from werkzeug.exceptions import HTTPException
 
-from webui import access, audit, csrf, security
+from webui import access, audit, csrf, devices, security
 from webui.users import ROLES, User
 
 log = logging.getLogger("asynqpy.web")
@@ -46,6 +50,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 PUBLIC_ENDPOINTS = {"auth.login", "static", "healthz", "metrics.metrics"}
 PUBLIC_PATHS = ("/login", "/healthz", "/metrics")
 LOGIN_FAILED = "Invalid username or password."
+POLL_HEADER = "X-Asynqpy-Poll"
 
 
 def public(view: F) -> F:
@@ -97,6 +102,12 @@ def _sso_user() -> User | None:
     return User(name[:200], max(roles, key=ROLES.index), sso=True)
 
 
+def is_background() -> bool:
+    """Whether the page's own refresh sent this request (static/app.js marks polling with POLL_HEADER): it does
+    not count as activity, so an open tab does not keep an idle session alive."""
+    return request.headers.get(POLL_HEADER) == "1"
+
+
 def load_user() -> Response | None:
     """Before every request: put the signed-in user (or None) in g.user; send anonymous users to the login."""
     g.user = None
@@ -106,7 +117,7 @@ def load_user() -> Response | None:
     sid = session.get("sid")
     if g.user is None and isinstance(sid, str):
         st = security.state()
-        live = st.sessions.get(sid)
+        live = st.sessions.get(sid, touch=not is_background())
         if live is not None and live.via == "oidc":  # signed in at the identity provider: no users-file entry
             g.user = User(live.user, live.role, sso=True) if live.role in ROLES else None
             return None if g.user is not None else _to_login()
@@ -178,21 +189,18 @@ def login() -> Any:
     st = security.state()
     name = request.form.get("username", "")[:200]
     password = request.form.get("password", "")
-    addr = security.client_address()
-    throttled = st.throttle.check(name, addr)
-    if throttled.blocked:
+    device = devices.device_for(name)
+    attempt = st.throttle.attempt(name, security.client_address(), device)  # counted before the password check
+    if not attempt.allowed:
         audit.record("login.failed", outcome="denied", user=name, role="",
-                     detail=f"throttled: too many failed logins, {throttled.retry_after}s left")
-        minutes = max(1, (throttled.retry_after + 59) // 60)
-        msg = f"Too many failed logins. Try again in {minutes} minute{'s' if minutes > 1 else ''}."
-        resp = render_template("login.html", next=nxt, error=msg, username=name)
-        return resp, 429, {"Retry-After": str(throttled.retry_after)}
+                     detail=f"throttled ({attempt.scope}): too many failed logins, {attempt.retry_after}s left")
+        resp = render_template("login.html", next=nxt, error=attempt.message(), username=name)
+        return resp, 429, {"Retry-After": str(attempt.retry_after)}
     user = st.users.authenticate(name, password)
     if user is None:
-        st.throttle.failed(name, addr)
         audit.record("login.failed", outcome="error", user=name, role="", detail="wrong username or password")
         return render_template("login.html", next=nxt, error=LOGIN_FAILED, username=name), 401
-    st.throttle.succeeded(name)
+    st.throttle.refund(attempt)
     old = session.get("sid")
     if isinstance(old, str):
         st.sessions.end(old)
@@ -201,7 +209,9 @@ def login() -> Any:
     csrf.rotate()
     g.user = user
     audit.record("login", outcome="ok")
-    return redirect(nxt, 303)
+    resp = cast(Response, redirect(nxt, 303))
+    devices.remember(resp, name, device)
+    return resp
 
 
 @bp.route("/logout", methods=["POST"])

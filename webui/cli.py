@@ -75,7 +75,9 @@ def run_web(args: argparse.Namespace) -> int:
     wsgi = wrap(app, prefix=prefix, trusted=cfg.get("ASYNQPY_TRUSTED_PROXIES", ()))
     options = {"bind": args.bind, "workers": args.workers, "threads": args.threads, "worker_class": "gthread",
                "accesslog": "-", "errorlog": "-", "graceful_timeout": 10, "timeout": 60,
-               "forwarded_allow_ips": ",".join(cfg.get("ASYNQPY_TRUSTED_PROXIES", ())) or "127.0.0.1"}
+               # gunicorn believes no forwarded header from anyone (its default trusts 127.0.0.1): the scheme,
+               # host and prefix of a trusted proxy are webui.proxy's one job, the client address webui.security's
+               "forwarded_allow_ips": "", "secure_scheme_headers": {}, "forwarder_headers": ""}
 
     class Server(BaseApplication):  # type: ignore[misc]
         def load_config(self) -> None:

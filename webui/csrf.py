@@ -2,7 +2,7 @@
 
 Templates: ``{{ csrf_token() }}``. Forms send it in the field ``csrf_token``; htmx sends it in the header
 ``X-CSRF-Token``, set once on <body>: ``hx-headers='{"X-CSRF-Token": "{{ csrf_token() }}"}'``. A missing or
-wrong token, or a cross-site request (Sec-Fetch-Site, else Origin), answers 400 before the view runs:
+wrong token, or a cross-site request (Sec-Fetch-Site, else Origin: scheme and host), answers 400 before the view runs:
 nothing changes. Tokens are compared with hmac.compare_digest; a new token is issued at login (``rotate()``).
 """
 
@@ -36,8 +36,9 @@ def rotate() -> str:
 
 
 def _same_origin(value: str) -> bool:
+    """Scheme and host both: an http:// page must not post to the https:// dashboard (nor the other way)."""
     parts = urlsplit(value)
-    return parts.scheme in ("http", "https") and parts.netloc.lower() == request.host.lower()
+    return parts.scheme == request.scheme and parts.netloc.lower() == request.host.lower()
 
 
 def check() -> None:
@@ -51,7 +52,8 @@ def check() -> None:
     else:
         origin = request.headers.get("Origin")
         if origin and origin != "null" and not _same_origin(origin):
-            abort(400, description="cross-origin request refused (a proxy in front must pass the Host header)")
+            abort(400, description="cross-origin request refused (a proxy in front must pass the Host header, and "
+                                   "a TLS proxy must be a --trusted-proxy so that X-Forwarded-Proto counts)")
     sent = request.headers.get(HEADER) or request.form.get(FIELD) or ""
     want = session.get(_KEY)
     if not isinstance(want, str) or not want or not hmac.compare_digest(sent.encode(), want.encode()):

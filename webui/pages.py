@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, current_app, request
 
 from asynqpy.errors import RedisUnavailableError
+from inspector import bounds
 from inspector.models import QueueInfo
 from inspector.samples import TOTAL, SizeSample
 from webui import access, charts, inspector, snapshot
@@ -15,6 +16,9 @@ from webui.auth import require_role
 from webui.render import page
 
 bp = Blueprint("pages", __name__)
+bp.add_app_template_filter(bounds.clip, "clip")  # producer text: |clip in a list, |clip(FULL) on its page
+bp.add_app_template_filter(bounds.clipped, "clipped")
+bp.add_app_template_global(bounds.FULL, "FULL")
 CHART_DAYS = (7, 30, 90)
 HISTORY_QUEUES = 200  # the daily chart sums at most this many queues (one read each)
 ENTRIES_PAGE = 50
@@ -55,7 +59,7 @@ def daily_chart() -> Any:
             s[0] += d.processed
             s[1] += d.failed
     bars = [charts.Day(k, v[0], v[1]) for k, v in sorted(sums.items())]
-    label = f"Tasks processed per day, last {days} days" + (f", queue {queue}" if queue else "")
+    label = f"Tasks processed per day, last {days} days" + (f", queue {bounds.clip(queue)}" if queue else "")
     return page("partials/_daily_chart.html", chart=charts.daily_bars(bars, label), days=days, queue=queue,
                 choices=CHART_DAYS, total_processed=sum(b.processed for b in bars),
                 total_failed=sum(b.failed for b in bars))
@@ -76,7 +80,7 @@ def sizes_chart() -> Any:
         return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, "Queue sizes, last hour"),
                     queue=None)
     samples = insp.size_samples(since=insp.now() - 3600, totals=queue is None)
-    label = "Queue sizes, last hour" + (f", queue {queue}" if queue else "")
+    label = "Queue sizes, last hour" + (f", queue {bounds.clip(queue)}" if queue else "")
     return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue or TOTAL), queue=queue)
 
 

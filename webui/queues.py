@@ -10,11 +10,12 @@ from flask import Blueprint, abort, current_app, request
 from asynqpy.task import TaskState
 from inspector.jobs import Job
 from inspector.models import QueueInfo, SearchResult, TaskPage
-from webui import access, inspector, snapshot
+from webui import access, inspector, queuenames, snapshot
 from webui.auth import require_role
 from webui.render import STATES, page
 
 bp = Blueprint("queues", __name__)
+bp.record_once(queuenames.register)  # before the routes: they use <queue:...>
 SEARCH_FIELDS = ("type", "id_prefix", "text", "error")
 
 
@@ -77,19 +78,19 @@ def recent_jobs(queue: str) -> list[Job]:
     return [j for j in inspector().jobs(queue=queue, limit=5) if not j.finished or now - j.updated_at < 30]
 
 
-@bp.get("/queues/<queue>")
+@bp.get("/queues/<queue:queue>")
 @require_role("viewer")
 def queue_page(queue: str) -> Any:
     return state_view(queue, request.args.get("state") or default_state(snapshot.queue_info(queue)))
 
 
-@bp.get("/queues/<queue>/<state>")
+@bp.get("/queues/<queue:queue>/<state>")
 @require_role("viewer")
 def queue_state(queue: str, state: str) -> Any:
     return state_view(queue, state)
 
 
-@bp.get("/queues/<queue>/tasks/<task_id>")
+@bp.get("/queues/<queue:queue>/tasks/<task_id>")
 @require_role("viewer")
 def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") -> Any:
     insp = inspector()

@@ -14,7 +14,11 @@ response headers, client addresses behind trusted proxies, request ids, and the 
   ASYNQPY_AUTH_GROUP_ROLES    {group: role} or "group=role,group=role"; the strongest matching role wins
   ASYNQPY_AUTH_DEFAULT_ROLE   role of a proxy user in no mapped group ("" = refused with 403)
   ASYNQPY_SESSION_IDLE, ASYNQPY_SESSION_MAX_AGE   seconds: 3600 and 43200
-  ASYNQPY_LOGIN_MAX_PER_USER, _PER_ADDR, ASYNQPY_LOGIN_WINDOW   5 and 20 failed logins per 900 s
+  ASYNQPY_LOGIN_MAX_PER_USER  5 failed logins of one account from one address (or one trusted browser) per window
+  ASYNQPY_LOGIN_MAX_PER_ADDR  20 failed logins from one address, all accounts together, per window
+  ASYNQPY_LOGIN_WINDOW        900 s, from the first failure
+  ASYNQPY_LOGIN_SLOW_AFTER    5 failures of an account from all untrusted browsers, then each attempt waits 1 s,
+  ASYNQPY_LOGIN_MAX_WAIT      doubling up to 60 s (a slow-down, never a lock: see inspector.throttle, webui.devices)
   ASYNQPY_AUDIT_CAP       records kept in asynqpy:{audit} (100000)
   ASYNQPY_SECURE_COOKIES  None: Secure when the request came over TLS; True/False to force it
   ASYNQPY_CLOCK           Unix-seconds clock (tests)
@@ -41,7 +45,8 @@ from flask import Flask, Response, current_app, g, request
 from flask.sessions import SecureCookieSessionInterface
 
 from inspector.audit import AuditLog
-from inspector.webstate import LoginThrottle, SessionStore
+from inspector.throttle import LoginThrottle
+from inspector.webstate import SessionStore
 from webui.users import ENV_USERS, ROLES, UsersFile, default_users_path
 
 ENV_SECRET = "ASYNQPY_WEB_SECRET"
@@ -60,11 +65,13 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_LOGIN_MAX_PER_USER": 5,
     "ASYNQPY_LOGIN_MAX_PER_ADDR": 20,
     "ASYNQPY_LOGIN_WINDOW": 900,
+    "ASYNQPY_LOGIN_SLOW_AFTER": 5,
+    "ASYNQPY_LOGIN_MAX_WAIT": 60,
     "ASYNQPY_AUDIT_CAP": 100_000,
     "ASYNQPY_SECURE_COOKIES": None,
     "ASYNQPY_CLOCK": time.time,
 }
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
        "frame-ancestors 'none'")
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -96,9 +103,10 @@ class AuthState:
     def throttle(self) -> LoginThrottle:
         cfg = current_app.config
         if "throttle" not in self._stores:
-            self._stores["throttle"] = LoginThrottle(self._redis(), per_user=cfg["ASYNQPY_LOGIN_MAX_PER_USER"],
-                                                     per_addr=cfg["ASYNQPY_LOGIN_MAX_PER_ADDR"],
-                                                     window=cfg["ASYNQPY_LOGIN_WINDOW"])
+            self._stores["throttle"] = LoginThrottle(
+                self._redis(), per_pair=cfg["ASYNQPY_LOGIN_MAX_PER_USER"], per_addr=cfg["ASYNQPY_LOGIN_MAX_PER_ADDR"],
+                window=cfg["ASYNQPY_LOGIN_WINDOW"], slow_after=cfg["ASYNQPY_LOGIN_SLOW_AFTER"],
+                max_wait=cfg["ASYNQPY_LOGIN_MAX_WAIT"], clock=self.clock)
         return self._stores["throttle"]
 
     @property
@@ -188,7 +196,11 @@ def request_id() -> str:
 
 
 class SessionInterface(SecureCookieSessionInterface):
-    """Flask's signed cookie session, Secure when the request came over TLS (or as configured)."""
+    """Flask's signed cookie session, Secure when the request came over TLS (or as configured), and scoped to
+    the dashboard's path (under --url-prefix /asynq, Path=/asynq: other apps on the host never see it)."""
+
+    def get_cookie_path(self, app: Flask) -> str:
+        return (request.script_root if request else "") or "/"
 
     def get_cookie_secure(self, app: Flask) -> bool:
         forced = app.config.get("ASYNQPY_SECURE_COOKIES")
@@ -240,7 +252,7 @@ def _headers(resp: Response) -> Response:
     h["X-Request-Id"] = request_id()
     if request.is_secure:
         h.setdefault("Strict-Transport-Security", "max-age=31536000")
-    if getattr(g, "user", None) is not None and resp.mimetype == "text/html":
+    if getattr(g, "user", None) is not None:  # pages, partials and exports (/audit.jsonl) alike
         h.setdefault("Cache-Control", "no-store")
     return resp
 

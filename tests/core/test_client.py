@@ -149,6 +149,18 @@ def test_bad_tasks() -> None:
     assert err.value.argument == "task"
 
 
+def test_absurd_task_types_are_refused_before_anything_is_written(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    with Client(redis_url) as c:
+        assert c.enqueue(Task("t" * 1024, b"")).queue == "default"  # the limit itself is fine
+        for enqueue in (lambda t: c.enqueue(t), lambda t: c.enqueue_many([t])):
+            with pytest.raises(InvalidArgumentError, match="the limit is 1024 bytes") as err:
+                enqueue(Task("é" * 513, b""))  # 1026 bytes in UTF-8
+            assert err.value.argument == "type"
+    assert r.llen("asynq:{default}:pending") == 1
+    r.close()
+
+
 def test_task_options_are_one_reusable_checked_object(redis_url: str, r: redis.Redis) -> None:
     opts = TaskOptions(queue="reports", max_retry=2, retention=timedelta(minutes=5), process_in=60)
     with pytest.raises(InvalidArgumentError) as err:

@@ -34,12 +34,12 @@ def test_settings_layers(tmp_path: Path) -> None:
         settings({}, environ={"ASYNQPY_PAGE_SIZE": "many"})
 
 
-def _login(c: WsgiClient, prefix: str, name: str, **environ: str) -> tuple[int, str]:
+def _login(c: WsgiClient, prefix: str, name: str, origin: str = "http://localhost", **environ: str) -> tuple[int, str]:
     page = c.get(f"{prefix}/login", environ_base=environ).get_data(as_text=True)
     token = re.search(r'name="csrf_token" value="([^"]+)"', page)
     assert token, page[:400]
     resp = c.post(f"{prefix}/login", data={"username": name, "password": PASSWORDS[name], "csrf_token": token[1]},
-                  environ_base=environ, headers={"Origin": "http://localhost"})
+                  environ_base=environ, headers={"Origin": origin})
     return resp.status_code, resp.headers.get("Set-Cookie", "")
 
 
@@ -58,7 +58,7 @@ def test_served_under_a_sub_path(redis_url: str, users_path: Path) -> None:
 def test_forwarded_proto_only_from_trusted_proxies(redis_url: str, users_path: Path) -> None:
     app = make_app(redis_url, users_path)
     trusted = WsgiClient(wrap(app, trusted=["10.1.2.3"]))
-    _, cookie = _login(trusted, "", "vera", REMOTE_ADDR="10.1.2.3", HTTP_X_FORWARDED_PROTO="https")
+    _, cookie = _login(trusted, "", "vera", "https://localhost", REMOTE_ADDR="10.1.2.3", HTTP_X_FORWARDED_PROTO="https")
     assert "Secure" in cookie
     untrusted = WsgiClient(wrap(app, trusted=["10.1.2.3"]))
     _, cookie = _login(untrusted, "", "vera", REMOTE_ADDR="192.0.2.9", HTTP_X_FORWARDED_PROTO="https")

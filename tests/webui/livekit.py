@@ -1,0 +1,115 @@
+"""Real HTTP for the dashboard's tests: an app served by werkzeug's threaded server on a free loopback port (in
+this process, so a test's fake clock reaches it), optionally behind webui.proxy.wrap, and a small cookie-keeping
+client that logs in through the form."""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.cookiejar import CookieJar
+from typing import Any
+
+from flask import Flask
+from werkzeug.serving import make_server
+
+from tests.webui.authkit import PASSWORDS
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: Any
+    text: str
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+class Browser:
+    """A cookie jar, no redirects followed; headers: sent with every request (e.g. X-Forwarded-For)."""
+
+    def __init__(self, base: str, **headers: str) -> None:
+        self.base = base
+        self.headers = headers
+        self.jar = CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
+
+    def open(self, path: str, data: dict[str, str] | None = None, **headers: str) -> Reply:
+        body = urllib.parse.urlencode(data).encode() if data is not None else None
+        req = urllib.request.Request(self.base + path, data=body, headers={**self.headers, **headers})
+        try:
+            with self.opener.open(req, timeout=20) as resp:
+                return Reply(resp.status, resp.headers, resp.read().decode())
+        except urllib.error.HTTPError as exc:
+            return Reply(exc.code, exc.headers, exc.read().decode())
+
+    def login(self, name: str, password: str | None = None, path: str = "/login") -> Reply:
+        page = self.open(path)
+        tok = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert tok, page.text[:300]
+        return self.open(path, {"username": name, "password": PASSWORDS.get(name, "") if password is None else password,
+                                "csrf_token": tok.group(1)})
+
+    def token(self, path: str = "/") -> str:
+        m = re.search(r'"X-CSRF-Token": "([^"]+)"', self.open(path).text)
+        assert m
+        return m.group(1)
+
+    def cookie(self, name: str) -> Any:
+        return next((c for c in self.jar if c.name == name), None)
+
+
+@contextmanager
+def serve(app: Flask | Any) -> Iterator[str]:
+    """app (a Flask app or any WSGI callable) on http://127.0.0.1:<free port> until the block ends."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+class Clock:
+    """A fake Unix-seconds clock (ASYNQPY_CLOCK) a test moves on by hand."""
+
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def go_enqueue(redis_url: str, queue: str, type_: str, payload: bytes = b"{}",
+               headers: dict[str, str] | None = None) -> str:
+    """Write a pending task as Go asynq's enqueue does (its script's keys), for names our Client refuses
+    (braces, absurdly long types). Returns the task id."""
+    import time
+    import uuid
+
+    import redis
+
+    from asynqpy.rdb import keys
+    from asynqpy.wire.asynq_pb2 import TaskMessage
+
+    tid = str(uuid.uuid4())
+    msg = TaskMessage(type=type_, payload=payload, id=tid, queue=queue, retry=25, timeout=1800, headers=headers or {})
+    r = redis.Redis.from_url(redis_url)
+    try:
+        r.hset(keys.task(queue, tid), mapping={"msg": msg.SerializeToString(), "state": "pending",
+                                               "pending_since": str(time.time_ns())})
+        r.lpush(keys.pending(queue), tid)
+        r.sadd(keys.QUEUES, queue)
+    finally:
+        r.close()
+    return tid
