@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 import time
 import traceback
@@ -150,6 +151,20 @@ class _AsyncClientThread:
         self.thread.join(5)
 
 
+def _excerpt(output: str) -> str:
+    """A process's last traceback (the one a failure message needs; access log lines would bury it), then the
+    end of its output."""
+    at = output.rfind("Traceback (most recent call last)")
+    first = output[at:at + 2500] + "\n...\n" if at >= 0 else ""
+    return first + output[-1500:]
+
+
+def _banner_shown(html: str) -> bool:
+    """The page shows the Redis banner (it is always in the page, hidden while Redis answers)."""
+    tag = re.search(r'<[^>]*id="redis-banner"[^>]*>', html)
+    return tag is not None and not re.search(r"\shidden(?:[\s>=])", tag.group(0))
+
+
 def _probers(rig: Rig, client: Client, aclient: _AsyncClientThread, insp: Inspector,
              acked: set[str], lock: threading.Lock) -> dict[str, Prober]:
     def enqueue() -> None:
@@ -177,7 +192,7 @@ def _probers(rig: Rig, client: Client, aclient: _AsyncClientThread, insp: Inspec
 
     def page() -> None:
         status, html = rig.browser.open("/")
-        banner = 'id="redis-banner"' in html
+        banner = _banner_shown(html)
         if status == 200 and not banner:
             return
         if status in (200, 503) and banner:
@@ -338,7 +353,7 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
             cron_resumed_in=cron_in,
             dead=rig.dead(), worker_pids_before=pids_before, worker_pids_after=_worker_pids(rig, check), readyz=readyz,
             worker_log=rig.procs["worker"].output[-4000:], queue_state=_counts(check),
-            logs={name: p.output[-3000:] for name, p in rig.procs.items()})
+            logs={name: _excerpt(p.output) for name, p in rig.procs.items()})
     finally:
         for c in (direct, client):
             c.close()
