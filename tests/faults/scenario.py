@@ -318,7 +318,11 @@ def run(rig: Rig, fault: Fault, target: Target, ledger: redis.Redis) -> Outcome:
             t.join(30)
         acked |= after
         stuck = after_done is None  # the worker is not taking tasks: do not wait long for the rest
-        _wait(lambda: acked <= set(_ledger_runs(ledger)), 3 if stuck else 20)
+
+        def drained() -> bool:  # every acknowledged task ran, or is active (an orphan shows as one: below)
+            missing = acked - set(_ledger_runs(ledger))
+            return not missing or missing <= {t.info.id for t in check.list_tasks(QUEUE, "active", size=1000).tasks}
+        _wait(drained, 3 if stuck else 20)
 
         wall_end = fault_end + time.time() - time.monotonic()
 
