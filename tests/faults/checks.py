@@ -40,6 +40,9 @@ def test_caller_fails_clearly_and_resumes(outcome: Outcome, component: str) -> N
     resumed = prober.recovered(outcome.fault_end)
     if resumed is None or resumed > RESUME:
         problems.append(f"no success within {RESUME}s of the fault's end (first after {resumed}s)")
+    if component == "dashboard_page" and outcome.fault.refuses_reads and not any(
+            c.verdict.startswith("ours") for c in prober.calls if c.start < outcome.fault_end):
+        problems.append("the page never showed the Redis banner while Redis refused reads")
     process = {"dashboard_page": "web", "dashboard_action": "web", "dashboard_metrics": "web",
                "exporter": "exporter"}.get(component)
     log = f"\nits log:\n{outcome.logs[process]}" if process and theirs else ""

@@ -51,6 +51,7 @@ class Fault:
     seconds: float
     inject: Callable[[Target], contextlib.AbstractContextManager[None]]
     swallows: bool = False  # a request sent during it gets no reply: its sender waits out its socket timeout
+    refuses_reads: bool = False  # reads fail too (not only writes): the dashboard must show its banner
 
     def __repr__(self) -> str:
         return self.name
@@ -171,16 +172,17 @@ def _toxic(kind: str, seconds: float, stream: str = "downstream", **attributes: 
 
 
 REPLIES = (
-    Fault("BUSY", 2.5, busy),
+    Fault("BUSY", 2.5, busy, refuses_reads=True),
     Fault("OOM", 2.5, oom),
     Fault("READONLY", 2.5, readonly),
-    Fault("LOADING", 2.0, loading),
+    Fault("LOADING", 2.0, loading, refuses_reads=True),
     Fault("NOSCRIPT", 2.0, noscript),
     Fault("CLIENT_KILL", 2.0, client_kill),
 )
 NETWORK = (
     Fault("latency_200ms", 3.0, _toxic("latency", 3.0, latency=200)),
-    Fault("blackhole_10s", 10.0, _toxic("timeout", 10.0, timeout=0), swallows=True),
-    Fault("reset_peer", 2.0, _toxic("reset_peer", 2.0, timeout=0)),
+    Fault("blackhole_10s", 10.0, _toxic("timeout", 10.0, timeout=0), swallows=True,
+          refuses_reads=True),
+    Fault("reset_peer", 2.0, _toxic("reset_peer", 2.0, timeout=0), refuses_reads=True),
     Fault("bandwidth_2KBps", 3.0, _toxic("bandwidth", 3.0, rate=2)),
 )
