@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 
 from asynqpy.connection import CONNECT_TIMEOUT, SOCKET_TIMEOUT
-from tests.faults.scenario import Outcome, summary
+from tests.faults.probes import summary
+from tests.faults.scenario import Outcome
 
 # A call started during the fault ends within its socket timeout plus a connect timeout (the blackhole: the
 # command's reply never comes, then a reconnect may hang as long), plus slack for a loaded 2-core machine.
