@@ -31,7 +31,6 @@ from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import decode_task_message
 from exporter.cli import make_server
 from inspector import Inspector
-from inspector.snapshot import SNAPSHOT_KEY
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,7 +87,7 @@ def scrape_cost(url: str, queues: int, rounds: int) -> dict[str, Any]:
 
     def one(cold: bool) -> tuple[float, tuple[int, int, int, int], int]:
         if cold:
-            r.delete(SNAPSHOT_KEY)
+            r.delete(keys.SNAPSHOT)
         before = redis_counters(r)
         t0 = time.perf_counter()
         with urllib.request.urlopen(metrics, timeout=60) as resp:

@@ -14,9 +14,9 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import RedisUnavailableError, UsageError, mask_url
+from asynqpy.errors import AsynqError, UsageError, mask_url
 from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
-from exporter.collector import QueueStateCollector
+from exporter.collector import DEFAULT_MAX_STALE, QueueStateCollector
 from exporter.exposition import CONTENT_TYPE
 from inspector import Inspector
 
@@ -34,15 +34,16 @@ def process_registry() -> CollectorRegistry:
 
 
 def make_server(inspector: Inspector, host: str, port: int, *, max_age: float = 2.0,
-                token: str | None = None) -> MetricsHTTPServer:
-    """/metrics from the shared snapshot, /livez (the process serves) and /readyz (Redis answers a PING)."""
-    collector = QueueStateCollector(inspector, max_age=max_age)
+                max_stale: float = DEFAULT_MAX_STALE, token: str | None = None) -> MetricsHTTPServer:
+    """/metrics from the shared snapshot (always answered: see QueueStateCollector), /livez (the process serves)
+    and /readyz (Redis answers a PING)."""
+    collector = QueueStateCollector(inspector, max_age=max_age, max_stale=max_stale)
     reg = process_registry()
 
     def ready() -> tuple[bool, str]:
         try:
             return True, f"redis answered in {inspector.ping() * 1000:.1f} ms"
-        except RedisUnavailableError as exc:
+        except AsynqError as exc:  # RedisUnavailableError, or RedisCommandError (PING refused: renamed, ACL)
             return False, str(exc)
 
     return MetricsHTTPServer(host, port, lambda: (collector.render() + generate_latest(reg), CONTENT_TYPE),
@@ -57,6 +58,9 @@ def register(subparsers: Any) -> None:
                    help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
     p.add_argument("--max-age", type=float, default=2.0,
                    help="seconds a shared queue snapshot may be reused by scrapes (default 2)")
+    p.add_argument("--max-stale", type=float, default=DEFAULT_MAX_STALE,
+                   help="while Redis cannot answer, scrapes show the last queue state, marked stale, for this many "
+                        f"seconds (default {DEFAULT_MAX_STALE:g})")
     p.add_argument("--metrics-token", default=None,
                    help="require `Authorization: Bearer <token>` on /metrics (default: ASYNQPY_METRICS_TOKEN if set)")
     p.set_defaults(func=run)
@@ -66,10 +70,12 @@ def run(args: argparse.Namespace) -> int:
     host, port = parse_bind(args.bind)
     if not args.max_age >= 0:
         raise UsageError("--max-age must be a non-negative number of seconds")
+    if not args.max_stale >= 0:
+        raise UsageError("--max-stale must be a non-negative number of seconds")
     token = args.metrics_token or os.environ.get("ASYNQPY_METRICS_TOKEN") or None
     url = getattr(args, "redis_url", None) or default_redis_url()
     insp = Inspector(url)
-    srv = make_server(insp, host, port, max_age=args.max_age, token=token).start()
+    srv = make_server(insp, host, port, max_age=args.max_age, max_stale=args.max_stale, token=token).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from asynqpy.errors import AsynqError, RedisUnavailableError
+from asynqpy.errors import RedisUnavailableError, unavailable_error
+from asynqpy.rdb.failures import TroubleLog
 from exporter import exposition
 from inspector import Inspector, QueueSnapshot
 
@@ -19,23 +20,30 @@ log = logging.getLogger("asynqpy.exporter")
 
 ASYNQ_STATES = ("active", "pending", "scheduled", "retry", "archived", "completed")  # asynq's: no aggregating
 STATES = (*ASYNQ_STATES, "aggregating")
+DEFAULT_MAX_STALE = 300.0  # seconds the last snapshot is still shown, marked stale, while Redis cannot answer
 
 
 class QueueStateCollector(Collector):
     """Collects queue-state metrics from `inspector.queue_snapshot(max_age)` on every scrape.
 
-    When Redis cannot be reached the scrape still answers: the queue series are left out, asynqpy_redis_up is 0
-    and the error counters go up. Thread-safe (Flask and the exporter serve scrapes from several threads).
+    A scrape always answers, whatever Redis does. While Redis refuses writes but answers reads (OOM, READONLY)
+    the queue series are read fresh (the snapshot is not shared then). While it cannot answer (unreachable,
+    BUSY, LOADING) the queue series are those of the last snapshot read, for at most max_stale seconds, with
+    asynqpy_snapshot_stale 1 and their age in asynqpy_snapshot_age_seconds; older than that, they are left out.
+    In both cases asynqpy_redis_up is 0 and asynqpy_redis_degraded{kind} names the trouble. Thread-safe (Flask
+    and the exporter serve scrapes from several threads).
     """
 
-    def __init__(self, inspector: Inspector, *, max_age: float = 2.0) -> None:
+    def __init__(self, inspector: Inspector, *, max_age: float = 2.0, max_stale: float = DEFAULT_MAX_STALE) -> None:
         self.inspector = inspector
         self.max_age = max_age
+        self.max_stale = max_stale
         self._lock = threading.Lock()
         self.scrape_errors = 0
         self.connection_errors = 0
         self.redis_up: bool | None = None  # None: not scraped yet
         self.last_latency: float | None = None
+        self.trouble = TroubleLog("exporter", logger=log)
 
     def render(self) -> bytes:
         """One scrape as exposition text (the fast writer of exporter.exposition; same text as
@@ -47,33 +55,38 @@ class QueueStateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         t0 = time.perf_counter()
-        snap: QueueSnapshot | None = None
-        latency: float | None = None
         with self._lock:
-            try:
-                latency = self.inspector.ping()
-                snap = self.inspector.queue_snapshot(self.max_age)
-            except RedisUnavailableError as exc:
-                self.connection_errors += 1
-                self.scrape_errors += 1
-                log.warning("exporter: %s", exc)
-            except (AsynqError, ValueError) as exc:  # e.g. a queue removed mid-read: the next scrape retries
-                self.scrape_errors += 1
-                log.warning("exporter: scrape failed: %s", exc)
-            self.redis_up = latency is not None
+            latency, snap, trouble = self._read()
+            stale = snap is None
+            if snap is None:
+                snap = self._last_good()
+            self.redis_up = not trouble
             self.last_latency = latency
             errors, conn_errors = self.scrape_errors, self.connection_errors
         if snap is not None:
             yield from queue_families(snap)
-        up = GaugeMetricFamily("asynqpy_redis_up", "1 when the last scrape reached Redis, else 0.")
-        up.add_metric([], 1.0 if latency is not None else 0.0)
+        up = GaugeMetricFamily("asynqpy_redis_up", "1 when the last scrape found Redis answering normally, else 0 "
+                                                   "(unreachable, or in trouble: see asynqpy_redis_degraded).")
+        up.add_metric([], 0.0 if trouble else 1.0)
         yield up
+        degraded = GaugeMetricFamily("asynqpy_redis_degraded", "1 for the kind of Redis trouble the last scrape met "
+                                     "(connection, timeout, BUSY, OOM, READONLY, LOADING, ..., or error for a "
+                                     "command Redis refused); no sample when there was none.", labels=["kind"])
+        if trouble:
+            degraded.add_metric([trouble], 1.0)
+        yield degraded
+        if snap is not None:
+            st = GaugeMetricFamily("asynqpy_snapshot_stale", "1 when the queue series are those of an earlier "
+                                   "snapshot because this scrape could not read Redis, else 0.")
+            st.add_metric([], 1.0 if stale else 0.0)
+            yield st
         if latency is not None:
             lat = GaugeMetricFamily("asynqpy_redis_latency_seconds", "Round-trip time of a PING to Redis.")
             lat.add_metric([], latency)
             yield lat
         ce = CounterMetricFamily("asynqpy_redis_connection_errors_total",
-                                 "Scrapes that could not reach Redis, since the exporter started.")
+                                 "Scrapes that could not reach Redis (or met Redis trouble), since the exporter "
+                                 "started.")
         ce.add_metric([], conn_errors)
         yield ce
         se = CounterMetricFamily("asynqpy_exporter_scrape_errors_total",
@@ -84,6 +97,29 @@ class QueueStateCollector(Collector):
                                 "Seconds this scrape spent reading the queue state.")
         dur.add_metric([], time.perf_counter() - t0)
         yield dur
+
+    def _read(self) -> tuple[float | None, QueueSnapshot | None, str]:
+        """PING and the snapshot: (latency or None, snapshot or None, the kind of trouble met or "")."""
+        latency: float | None = None
+        try:
+            latency = self.inspector.ping()
+            snap = self.inspector.queue_snapshot(self.max_age)
+        except Exception as exc:  # a scrape answers whatever went wrong; what did is logged and counted
+            self.scrape_errors += 1
+            if isinstance(exc, RedisUnavailableError):
+                self.connection_errors += 1
+            kind = self.trouble.note(exc, "scrape")
+            return latency, None, kind or "error"
+        if snap.unshared:  # Redis answered the reads but refused the writes
+            self.trouble.note(unavailable_error(self.inspector.url, "writes refused", snap.unshared), "scrape")
+            return latency, snap, snap.unshared
+        self.trouble.ok()
+        return latency, snap, ""
+
+    def _last_good(self) -> QueueSnapshot | None:
+        """The newest snapshot the Inspector read, while it is at most max_stale seconds old."""
+        last = self.inspector.last_snapshot()
+        return last if last is not None and last.age() <= self.max_stale else None
 
 
 def queue_families(snap: QueueSnapshot) -> Iterator[Metric]:

@@ -158,7 +158,7 @@ def on_task(ctx: Ctx, action: TaskAction, q: str, task_id: str) -> None:
 def _groups(ctx: Ctx, q: str, group: str | None) -> list[str | None]:
     if group is not None:
         return [group]
-    return [text(g) for g in sorted(ctx.redis.smembers(keys.groups(q)))]
+    return [text(g) for g in sorted(ctx.command("SMEMBERS", keys.groups(q)))]
 
 
 def on_all(ctx: Ctx, action: TaskAction, q: str, state: TaskState | str, *, group: str | None, chunk: int) -> int:
@@ -180,10 +180,15 @@ def on_all(ctx: Ctx, action: TaskAction, q: str, state: TaskState | str, *, grou
     return sum(_drain(ctx, action, q, st, g, chunk) for g in groups)
 
 
+def size_of(ctx: Ctx, key: str, kind: str) -> int:
+    """How many tasks the list or sorted set at key holds."""
+    return int(ctx.command("LLEN" if kind == "list" else "ZCARD", key))
+
+
 def _drain(ctx: Ctx, action: TaskAction, q: str, st: TaskState, group: str | None, chunk: int) -> int:
     key, kind = state_source(q, st, group)
     source = Source(key, kind, group or "")
-    budget = int(ctx.redis.llen(key) if kind == "list" else ctx.redis.zcard(key))
+    budget = size_of(ctx, key, kind)
     moved = seen = 0
     while seen < budget:
         m, taken = ctx.run(action.on_chunk(q, source, min(chunk, budget - seen), ctx.now()))
@@ -199,21 +204,21 @@ def pause(ctx: Ctx, q: str) -> None:
     As asynq does, a queue need not be registered to be paused.
     """
     check_queue_name(q)
-    if not ctx.redis.set(keys.paused(q), int(ctx.now()), nx=True):
+    if not ctx.command("SET", keys.paused(q), int(ctx.now()), "NX"):
         raise QueueAlreadyPausedError(f"queue {q!r} is already paused", queue=q)
 
 
 def unpause(ctx: Ctx, q: str) -> None:
     """Let workers take the queue's tasks again. Raises QueueNotPausedError."""
     check_queue_name(q)
-    if not ctx.redis.delete(keys.paused(q)):
+    if not ctx.command("DEL", keys.paused(q)):
         raise QueueNotPausedError(f"queue {q!r} is not paused", queue=q)
 
 
 def cancel(ctx: Ctx, task_id: str) -> int:
     """Ask every server to cancel the running task (best effort). Returns how many servers heard it."""
     check_id(task_id)
-    return int(ctx.redis.publish(keys.CANCEL_CHANNEL, task_id))
+    return int(ctx.command("PUBLISH", keys.CANCEL_CHANNEL, task_id))
 
 
 def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
@@ -231,7 +236,7 @@ def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
     for _ in range(MAX_QUEUE_DELETE_ROUNDS):
         code = ctx.run(call)
         if code == 1:
-            ctx.redis.srem(keys.QUEUES, q)
+            ctx.command("SREM", keys.QUEUES, q)
             return
         if code == -1:
             raise QueueNotEmptyError(f"queue {q!r} is not empty (use force to delete its tasks)", queue=q)
@@ -254,7 +259,7 @@ def update_payload(ctx: Ctx, q: str, task_id: str, payload: bytes) -> None:
     ctx.require_queue(q)
     key = keys.task(q, task_id)
     for _ in range(5):
-        old, state = ctx.redis.hmget(key, "msg", "state")
+        old, state = ctx.command("HMGET", key, "msg", "state")
         if state is None:
             raise _not_found(q, task_id)
         if text(state) != TaskState.SCHEDULED.value:
@@ -272,6 +277,6 @@ def update_payload(ctx: Ctx, q: str, task_id: str, payload: bytes) -> None:
             break
     else:
         raise FailedPreconditionError(f"task {task_id!r} kept changing: try again", queue=q, task_id=task_id)
-    state_now = text(ctx.redis.hget(key, "state") or b"gone")
+    state_now = text(ctx.command("HGET", key, "state") or b"gone")
     raise FailedPreconditionError(f"only scheduled tasks can be updated; task {task_id!r} is {state_now}",
                                   queue=q, task_id=task_id)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Self, TypeVar
+from typing import Self
 
 import redis
 
@@ -14,7 +12,8 @@ from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.options import check_int
-from asynqpy.rdb.failures import reaching, url_of
+from asynqpy.rdb.failures import url_of
+from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
 from inspector import actions, cluster, explain, failures, reader, samples, snapshot
 from inspector import jobs as jobstore
@@ -38,25 +37,7 @@ from inspector.models import (
 )
 from inspector.snapshot import QueueSnapshot
 
-InspectorT = TypeVar("InspectorT")
 
-
-def _reaching_redis(cls: type[InspectorT]) -> type[InspectorT]:
-    """Wrap every public method of cls so that redis-py's connection and timeout errors become
-    RedisUnavailableError naming the server (a method added later is covered too)."""
-    for name, fn in list(vars(cls).items()):
-        if name.startswith("_") or not inspect.isfunction(fn):
-            continue
-
-        def wrapped(self: Inspector, *args: Any, __fn: Callable[..., Any] = fn, **kwargs: Any) -> Any:
-            with reaching(self.url):
-                return __fn(self, *args, **kwargs)
-
-        setattr(cls, name, functools.wraps(fn)(wrapped))
-    return cls
-
-
-@_reaching_redis
 class Inspector:
     """Reads and changes asynq queues in Redis, whether Go asynq or asynqpy wrote them.
 
@@ -65,8 +46,11 @@ class Inspector:
     clock: Unix seconds, for "now" (tests and replays of recorded state). chunk: tasks per script call in
     the actions on many tasks (500 keeps each call to a few ms).
 
-    Every method raises RedisUnavailableError (asynqpy.errors; .url names the server, password masked) when
-    Redis cannot be reached, and InvalidArgumentError (a ValueError; .argument names it) for a bad argument.
+    Every method reaches Redis through one door (asynqpy.rdb.syncdoor), so every Redis error comes out as
+    asynqpy's: RedisUnavailableError (asynqpy.errors; .url names the server, password masked; .kind says what:
+    a subclass per kind, e.g. RedisBusyError, RedisOutOfMemoryError) for trouble that passes, RedisCommandError
+    for a command Redis refused for good (a bug); and InvalidArgumentError (a ValueError; .argument names it)
+    for a bad argument. No redis-py exception leaves it.
     """
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None,
@@ -75,9 +59,10 @@ class Inspector:
         if not callable(clock):
             raise InvalidArgumentError("clock must be a callable returning Unix seconds", argument="clock")
         url = redis_url or default_redis_url()
-        self.redis = connection or connect(url)
+        self.redis = connection or connect(url)  # for the dashboard's session store and audit log (their doors)
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
-        self._ctx = Ctx(self.redis, clock)
+        self.door = SyncDoor(self.redis, self.url)
+        self._ctx = Ctx(self.door, clock)
         self.chunk = chunk
 
     def now(self) -> float:
@@ -85,13 +70,11 @@ class Inspector:
         return self._ctx.now()
 
     def close(self) -> None:
-        self.redis.close()
+        self.door.close()
 
     def ping(self) -> float:
         """One PING: the round-trip time in seconds. Raises RedisUnavailableError when Redis cannot be reached."""
-        t0 = time.perf_counter()
-        self.redis.ping()
-        return time.perf_counter() - t0
+        return self.door.ping()
 
     def __enter__(self) -> Self:
         return self
@@ -123,9 +106,17 @@ class Inspector:
         """Every queue's QueueInfo and the live servers, shared through Redis by every process that asks:
         the stored snapshot when at most max_age seconds old, else a new one taken by one asker at a time.
 
-        Raises RedisUnavailableError when Redis cannot be reached, ValueError for a negative max_age.
+        While Redis refuses writes but answers reads (OOM, READONLY) the snapshot is this Inspector's own, marked
+        with the kind of trouble (QueueSnapshot.unshared). Raises RedisUnavailableError when Redis cannot answer
+        the reads, ValueError for a negative max_age.
         """
         return snapshot.queue_snapshot(self._ctx, max_age)
+
+    def last_snapshot(self) -> QueueSnapshot | None:
+        """The newest snapshot this Inspector read or took (None before the first): what a scrape can still show,
+        marked stale, while Redis cannot answer."""
+        snap: QueueSnapshot | None = self._ctx.last_snapshot
+        return snap
 
     def history(self, queue: str, days: int = 7) -> list[DailyStats]:
         """Processed and failed per UTC day, today first. Raises QueueNotFoundError."""

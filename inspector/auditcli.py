@@ -9,12 +9,12 @@ from typing import Any
 
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import UsageError
+from inspector.api import Inspector
 from inspector.audit import AuditLog
-from inspector.guard import GuardedInspector
 
 
-def _log(args: argparse.Namespace) -> tuple[GuardedInspector, AuditLog]:
-    insp = GuardedInspector(getattr(args, "redis_url", None) or default_redis_url())
+def _log(args: argparse.Namespace) -> tuple[Inspector, AuditLog]:
+    insp = Inspector(getattr(args, "redis_url", None) or default_redis_url())
     return insp, AuditLog(insp.redis)
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from asynqpy.connection import is_cluster
+from asynqpy.errors import RedisCommandError
 from asynqpy.options import check_text
 from asynqpy.rdb import keys
+from asynqpy.rdb.syncdoor import Batch
 from asynqpy.wire import SchedulerEnqueueEvent as PbEvent
 from asynqpy.wire import SchedulerEntry as PbEntry
 from asynqpy.wire import ServerInfo as PbServer
@@ -28,6 +29,7 @@ from inspector.models import (
 )
 
 MEMORY_WARN_RATIO = 0.9
+PRIMARIES = "primaries"  # redis-py's name for every primary of a cluster (target_nodes=)
 
 
 def _parse(cls: Any, data: bytes | None) -> Any:
@@ -51,26 +53,30 @@ def _worker(w: Any) -> ActiveWorker:
 def servers(ctx: Ctx) -> list[ServerInfo]:
     """Live servers (heartbeat not expired), with their running tasks, sorted by host and pid."""
     now = ctx.now()
-    skeys, wkeys = ctx.read(lambda p: (p.zrangebyscore(keys.SERVERS, now, "+inf"),
-                                       p.zrangebyscore(keys.WORKERS, now, "+inf")))
+    skeys, wkeys = ctx.read(lambda b: (b.command("ZRANGEBYSCORE", keys.SERVERS, now, "+inf"),
+                                       b.command("ZRANGEBYSCORE", keys.WORKERS, now, "+inf")))
     if not skeys:
         return []
 
-    def fill(p: Any) -> None:
+    def fill(b: Batch) -> None:
         for k in skeys:
-            p.get(k)
+            b.command("GET", k)
+        for k in skeys:  # our own health note beside it (asynqpy servers; none for Go's)
+            b.command("HGET", keys.server_health_of(text(k)), "status")
         for k in wkeys:
-            p.hvals(k)
+            b.command("HVALS", k)
 
     out = ctx.read(fill)
+    n = len(skeys)
+    health = {text(k): text(h) for k, h in zip(skeys, out[n:2 * n], strict=True) if h}
     by_server: dict[str, list[ActiveWorker]] = {}
-    for vals in out[len(skeys):]:
+    for vals in out[2 * n:]:
         for data in vals:
             w = _parse(PbWorker, data)
             if w is not None:
                 by_server.setdefault(w.server_id, []).append(_worker(w))
     result = []
-    for data in out[:len(skeys)]:
+    for key, data in zip(skeys, out[:n], strict=True):
         s = _parse(PbServer, data)
         if s is None:
             continue
@@ -78,8 +84,15 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         result.append(ServerInfo(
             id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
             queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
-            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers)))
+            started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers),
+            degraded=_degraded(health.get(text(key), ""))))
     return sorted(result, key=lambda s: (s.host, s.pid, s.id))
+
+
+def _degraded(status: str) -> str:
+    """What a server's health note says of Redis trouble ("degraded: Redis answers BUSY since 12 s"), "" when
+    it says "ok" or there is none (Go asynq's servers, older asynqpy ones)."""
+    return status if status.startswith("degraded") else ""
 
 
 def _scheduler_id(key: str) -> str:
@@ -90,10 +103,10 @@ def _scheduler_id(key: str) -> str:
 def scheduler_entries(ctx: Ctx) -> list[SchedulerEntry]:
     """Entries of live schedulers, sorted by spec and type."""
     now = ctx.now()
-    (skeys,) = ctx.read(lambda p: p.zrangebyscore(keys.SCHEDULERS, now, "+inf"))
+    skeys = ctx.command("ZRANGEBYSCORE", keys.SCHEDULERS, now, "+inf")
     if not skeys:
         return []
-    lists = ctx.read(lambda p: [p.lrange(k, 0, -1) for k in skeys])
+    lists = ctx.read(lambda b: [b.command("LRANGE", k, 0, -1) for k in skeys])
     out = []
     for k, items in zip(skeys, lists, strict=True):
         for data in items:
@@ -111,7 +124,7 @@ def scheduler_history(ctx: Ctx, entry_id: str, *, page: int, size: int) -> list[
     """Enqueue events of a scheduler entry, newest first."""
     check_text(entry_id, "entry_id")
     start, stop = check_page(page, size)
-    (raw,) = ctx.read(lambda p: p.zrevrange(keys.scheduler_history(entry_id), start, stop))
+    raw = ctx.command("ZREVRANGE", keys.scheduler_history(entry_id), start, stop)
     out = []
     for data in raw:
         ev = _parse(PbEvent, data)
@@ -123,20 +136,20 @@ def scheduler_history(ctx: Ctx, entry_id: str, *, page: int, size: int) -> list[
 def groups(ctx: Ctx, q: str) -> list[GroupInfo]:
     """The queue's aggregation groups with their sizes, sorted by name. Raises QueueNotFoundError."""
     check_queue_name(q)
-    known, names = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), p.smembers(keys.groups(q))))
+    known, names = ctx.read(lambda b: (b.command("SISMEMBER", keys.QUEUES, q), b.command("SMEMBERS", keys.groups(q))))
     if not known:
         raise queue_missing(q)
     ordered = sorted(text(g) for g in names)
-    sizes = ctx.read(lambda p: [p.zcard(keys.group(q, g)) for g in ordered]) if ordered else []
+    sizes = ctx.read(lambda b: [b.command("ZCARD", keys.group(q, g)) for g in ordered])
     return [GroupInfo(g, int(n)) for g, n in zip(ordered, sizes, strict=True)]
 
 
 def redis_info(ctx: Ctx) -> RedisInfo:
     """INFO and the persistence settings, with warnings for settings that can lose tasks."""
-    if is_cluster(ctx.redis):
+    if ctx.door.cluster:
         info, save = _cluster_info(ctx)
     else:
-        info, save = ctx.redis.info(), _config_save(ctx)
+        info, save = ctx.command("INFO"), _config_save(ctx)
     server = "valkey" if "valkey_version" in info else "redis"
     version = str(info.get("valkey_version") or info.get("redis_version") or "")
     mode = str(info.get("redis_mode") or info.get("server_mode") or "standalone")
@@ -160,8 +173,7 @@ SUMMED = ("connected_clients", "used_memory", "used_memory_peak", "maxmemory")
 def _cluster_info(ctx: Ctx) -> tuple[dict[str, Any], bool | None]:
     """One INFO for the cluster: the first primary's fields, memory and clients summed over the primaries,
     the shortest uptime, AOF only when every primary has it; `nodes` counts the primaries."""
-    rc: Any = ctx.redis
-    per_node: dict[str, Any] = rc.info(target_nodes=rc.PRIMARIES)
+    per_node: dict[str, Any] = ctx.command("INFO", target_nodes=PRIMARIES)
     infos = [per_node[k] for k in sorted(per_node)]
     out = dict(infos[0])
     for k in SUMMED:
@@ -171,9 +183,9 @@ def _cluster_info(ctx: Ctx) -> tuple[dict[str, Any], bool | None]:
     out["redis_mode"] = "cluster"
     out["nodes"] = len(infos)
     try:
-        cfgs = rc.config_get("save", target_nodes=rc.PRIMARIES)
-        save: bool | None = all(bool(text(dict(c).get("save", b"")).strip()) for c in cfgs.values())
-    except Exception:
+        cfgs = ctx.command("CONFIG GET", "save", target_nodes=PRIMARIES)
+        save: bool | None = all(_save_set(c) for c in cfgs.values())
+    except RedisCommandError:  # CONFIG refused (managed services): unknown
         save = None
     return out, save
 
@@ -189,9 +201,13 @@ def _persistence(save: bool | None, aof: bool) -> str:
 def _config_save(ctx: Ctx) -> bool | None:
     """Whether RDB snapshots are configured; None when CONFIG is not allowed (managed services)."""
     try:
-        cfg = ctx.redis.config_get("save")
-    except Exception:
+        cfg = ctx.command("CONFIG GET", "save")
+    except RedisCommandError:  # CONFIG refused (managed services, renamed commands): unknown
         return None
+    return _save_set(cfg)
+
+
+def _save_set(cfg: Any) -> bool:
     vals: dict[Any, Any] = dict(cfg)
     return bool(text(vals.get("save", vals.get(b"save", b""))).strip())
 

@@ -1,22 +1,18 @@
-"""The connection the Inspector's parts share, pipelined reads with script reloading, and argument checks."""
+"""What the Inspector's parts share: the door to Redis, the clock, and argument checks."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import redis
-from redis.client import Pipeline
-from redis.exceptions import NoScriptError
-
 from asynqpy.errors import InvalidArgumentError, QueueNotFoundError
 from asynqpy.options import check_int, check_queue
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, Script, SyncRunner, queue_call
+from asynqpy.rdb.scripts import Call, KeyOrArg
+from asynqpy.rdb.syncdoor import Batch, SyncDoor
 from asynqpy.task import TaskState
 
 T = TypeVar("T")
@@ -26,63 +22,39 @@ LIST_STATES = (TaskState.PENDING, TaskState.ACTIVE)
 
 @dataclass
 class Ctx:
-    """A binary Redis connection, its script runner and the clock (Unix seconds) every 'now' comes from."""
+    """The door to Redis (asynqpy.rdb.syncdoor: every command of the Inspector goes through it, its errors
+    translated into asynqpy's) and the clock (Unix seconds) every 'now' comes from.
 
-    redis: redis.Redis
+    last_snapshot: the newest queue snapshot this Inspector took (inspector.snapshot), for when it cannot be
+    shared through Redis.
+    """
+
+    door: SyncDoor
     clock: Callable[[], float] = time.time
-    runner: SyncRunner = field(init=False)
-    _local: threading.local = field(init=False, default_factory=threading.local)  # scripts used per read()
-
-    def __post_init__(self) -> None:
-        self.runner = SyncRunner(self.redis)
+    last_snapshot: Any = field(default=None, compare=False)
 
     def now(self) -> float:
         return float(self.clock())
 
-    def read(self, fill: Callable[[Pipeline], object]) -> list[Any]:
-        """Run the read-only commands fill() queues, in one round trip. Scripts are queued with
-        self.script(pipe, call); on NOSCRIPT (a fresh or flushed server) the scripts this pipeline used are
-        loaded and it runs once more, so no list of scripts to preload can be forgotten.
-
-        Raises the first error reply (or redis.ConnectionError when Redis cannot be reached).
-        """
-        for attempt in range(2):
-            used: set[Script] = set()
-            self._local.used = used
-            pipe = self.redis.pipeline(transaction=False)
-            fill(pipe)
-            out = list(pipe.execute(raise_on_error=False))
-            if attempt == 0 and any(isinstance(x, NoScriptError) for x in out):
-                self._load(used)
-                continue
-            for x in out:
-                if isinstance(x, Exception):
-                    raise x
-            return out
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def script(self, pipe: Pipeline, call: Call[Any]) -> Pipeline:
-        """Queue one script Call on the pipeline of read() (EVALSHA; read() loads it on NOSCRIPT)."""
-        self._local.used.add(call.script)
-        queue_call(pipe, call)
-        return pipe
+    def read(self, fill: Callable[[Batch], object]) -> list[Any]:
+        """The replies of the commands and scripts fill(batch) queues, in one round trip (SyncDoor.read)."""
+        return self.door.read(fill)
 
     def read_script(self, call: Call[T]) -> T:
         """Run one read-only script Call on its own and return its parsed reply."""
-        (raw,) = self.read(lambda p: self.script(p, call))
-        return call.parse(raw)
+        return self.door.read_script(call)
 
-    def _load(self, scripts: set[Script]) -> None:
-        for s in scripts:  # one by one: a cluster client loads each on every primary
-            self.redis.script_load(s.text)
+    def command(self, *args: KeyOrArg, **options: Any) -> Any:
+        """One plain command (SyncDoor.command)."""
+        return self.door.command(*args, **options)
 
     def run(self, call: Call[T]) -> T:
-        """Run one (mutating) script Call: EVALSHA, EVAL on NOSCRIPT."""
-        return self.runner.run(call)
+        """Run one (mutating) script Call: EVALSHA, the script loaded on NOSCRIPT."""
+        return self.door.run(call)
 
     def require_queue(self, q: str) -> None:
         """Raises QueueNotFoundError unless q is registered in asynq:queues."""
-        if not self.redis.sismember(keys.QUEUES, q):
+        if not self.command("SISMEMBER", keys.QUEUES, q):
             raise QueueNotFoundError(f"queue {q!r} does not exist", queue=q)
 
 

@@ -45,7 +45,7 @@ def explain(ctx: Ctx, q: str, task_id: str) -> Explanation:
         found.append(Finding("error", "unreadable", rec.problem))
     now = ctx.now()
     servers = cluster.servers(ctx)
-    if ctx.redis.exists(keys.paused(q)):
+    if ctx.command("EXISTS", keys.paused(q)):
         found.append(Finding("warn", "paused", f"queue {q!r} is paused: no server takes its pending tasks"))
     found += consumers(ctx, q, servers)
     found += _by_state(ctx, q, rec, now, servers)
@@ -74,7 +74,7 @@ def consumers(ctx: Ctx, q: str, servers: list[ServerInfo]) -> list[Finding]:
 
 def _starvation(ctx: Ctx, q: str, s: ServerInfo, name: str, weight: int) -> list[Finding]:
     higher = sorted((qq for qq, w in s.queues.items() if w > weight), key=lambda qq: -s.queues[qq])
-    sizes = ctx.read(lambda p: [p.llen(keys.pending(qq)) for qq in higher]) if higher else []
+    sizes = ctx.read(lambda b: [b.command("LLEN", keys.pending(qq)) for qq in higher])
     busy = [(qq, int(n)) for qq, n in zip(higher, sizes, strict=True) if int(n) > 0]
     if busy:
         lst = ", ".join(f"{qq!r} ({n} pending)" for qq, n in busy)
@@ -124,8 +124,8 @@ def _due(what: str, due: datetime | None, now: float) -> Finding:
 
 def _pending(ctx: Ctx, q: str, rec: TaskRecord, now: float) -> list[Finding]:
     out = []
-    pos, size = ctx.read(lambda p: (p.lpos(keys.pending(q), rec.id, rank=-1, maxlen=LPOS_MAX_SCAN),
-                                    p.llen(keys.pending(q))))
+    pos, size = ctx.read(lambda b: (b.command("LPOS", keys.pending(q), rec.id, "RANK", -1, "MAXLEN", LPOS_MAX_SCAN),
+                                    b.command("LLEN", keys.pending(q))))
     if pos is None:
         if int(size) > LPOS_MAX_SCAN:
             out.append(Finding("info", "position", f"more than {LPOS_MAX_SCAN} pending tasks are ahead of it"))
@@ -175,7 +175,7 @@ def queue_warnings(ctx: Ctx, q: str, *, latency_threshold: float, archive_ratio:
     if qi.archived >= archive_ratio * ARCHIVE_MAX_SIZE:
         out.append(Finding("warn", "archive_near_cap", f"{qi.archived} archived tasks: near the cap of "
                                                        f"{ARCHIVE_MAX_SIZE}, beyond which the oldest are dropped"))
-    expired = int(ctx.redis.zcount(keys.lease(q), "-inf", now))
+    expired = int(ctx.command("ZCOUNT", keys.lease(q), "-inf", now))
     if expired:
         out.append(Finding("warn", "orphaned",
                            f"{expired} active task(s) have an expired lease (their worker is gone)"))

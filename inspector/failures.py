@@ -14,6 +14,7 @@ from typing import Any
 
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import Batch
 from asynqpy.task import TaskState
 from inspector import records
 from inspector.context import Ctx, check_queue_name, queue_missing
@@ -72,11 +73,11 @@ def recent_failures(ctx: Ctx, names: Sequence[str] | None, *, limit: int) -> Rec
         return RecentFailures((), 0, False)
     states = (TaskState.RETRY, TaskState.ARCHIVED)
 
-    def fill(pipe: Any) -> None:
-        pipe.smismember(keys.QUEUES, list(qs))
+    def fill(b: Batch) -> None:
+        b.command("SMISMEMBER", keys.QUEUES, *qs)
         for q in qs:
             for st in states:
-                ctx.script(pipe, _call(q, st, limit))
+                b.script(_call(q, st, limit))
 
     known, *raws = ctx.read(fill)
     for q, ok in zip(qs, known, strict=True):

@@ -2,24 +2,32 @@
 
 A job's state is a Redis hash under asynqpy:{jobs}:job:<id> (listed, newest first, in asynqpy:{jobs}), so any
 dashboard process, or the CLI, can show its progress and cancel it. The process that started a job runs it
-(`run`), one bounded chunk per script call, sleeping between chunks to keep to the rate.
+(`run`), one bounded chunk per script call, sleeping between chunks to keep to the rate. Every change of a job's
+status is one script (inspector/lua/job_*.lua), so a cancel and the job's own end never undo each other.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from asynqpy.errors import AsynqError, FailedPreconditionError
+from asynqpy.errors import AsynqError, FailedPreconditionError, RedisUnavailableError
+from asynqpy.rdb import keys
+from asynqpy.rdb.failures import TroubleLog
+from asynqpy.rdb.scripts import Call
 from asynqpy.task import TaskState
 from inspector import actions
 from inspector.context import Ctx, check_queue_name, check_state, state_source, text
+from inspector.scripts import script
 
-JOBS_KEY = "asynqpy:{jobs}"
-JOB_PREFIX = "asynqpy:{jobs}:job:"
+log = logging.getLogger("asynqpy.inspector")
+T = TypeVar("T")
+
 KEEP_JOBS = 100
 JOB_TTL = 7 * 86400
 MAX_CHUNK = 500
@@ -71,10 +79,6 @@ class Job:
         return 100 if self.total <= 0 else min(100, int(self.done * 100 / self.total))
 
 
-def _key(job_id: str) -> str:
-    return JOB_PREFIX + job_id
-
-
 def _parse(job_id: str, h: Any) -> Job:
     g = {text(k): text(v) for k, v in h.items()}
     return Job(id=job_id, action=g.get("action", ""), queue=g.get("queue", ""),
@@ -101,49 +105,45 @@ def create(ctx: Ctx, action: str, q: str, state: TaskState | str, *, rate: float
         raise ValueError("a job on aggregating tasks needs a group")
     ctx.require_queue(q)
     key, kind = state_source(q, st, group or None)
-    total = int(ctx.redis.llen(key) if kind == "list" else ctx.redis.zcard(key))
+    total = actions.size_of(ctx, key, kind)
     job_id = secrets.token_hex(8)
     now = ctx.now()
-    fields: dict[Any, Any] = {"action": action, "queue": q, "state": st.value, "group": group, "total": total,
-                              "done": 0, "changed": 0, "rate": float(rate), "status": "running", "user": user,
-                              "error": "",
-                              "started_at": now, "updated_at": now}
-    pipe = ctx.redis.pipeline(transaction=True)
-    pipe.hset(_key(job_id), mapping=fields)
-    pipe.expire(_key(job_id), JOB_TTL)
-    pipe.zadd(JOBS_KEY, {job_id: now})
-    pipe.zremrangebyrank(JOBS_KEY, 0, -(KEEP_JOBS + 1))
-    pipe.execute()
+    fields: dict[str, str | int | float] = {
+        "action": action, "queue": q, "state": st.value, "group": group, "total": total, "done": 0, "changed": 0,
+        "rate": float(rate), "status": "running", "user": user, "error": "", "started_at": now, "updated_at": now}
+    ctx.run(Call(script("job_create"), [keys.job(job_id), keys.JOBS],
+                 [job_id, now, JOB_TTL, KEEP_JOBS, *(x for kv in fields.items() for x in kv)], int))
     return get(ctx, job_id)
 
 
 def get(ctx: Ctx, job_id: str) -> Job:
     """Raises JobNotFoundError."""
-    h = ctx.redis.hgetall(_key(job_id))
+    h = ctx.command("HGETALL", keys.job(job_id))
     if not h:
-        raise JobNotFoundError(f"no job {job_id!r} (finished jobs are kept for 7 days)")
+        raise _missing(job_id)
     return _parse(job_id, h)
+
+
+def _missing(job_id: str) -> JobNotFoundError:
+    return JobNotFoundError(f"no job {job_id!r} (finished jobs are kept for 7 days)")
 
 
 def recent(ctx: Ctx, *, queue: str | None = None, limit: int = 20) -> list[Job]:
     """The newest jobs (of one queue when given), newest first; expired ones are skipped."""
-    ids = [text(i) for i in ctx.redis.zrevrange(JOBS_KEY, 0, KEEP_JOBS - 1)]
-    pipe = ctx.redis.pipeline(transaction=False)
-    for i in ids:
-        pipe.hgetall(_key(i))
-    out = [_parse(i, h) for i, h in zip(ids, pipe.execute(), strict=True) if h]
+    ids = [text(i) for i in ctx.command("ZREVRANGE", keys.JOBS, 0, KEEP_JOBS - 1)]
+    hashes = ctx.read(lambda b: [b.command("HGETALL", keys.job(i)) for i in ids])
+    out = [_parse(i, h) for i, h in zip(ids, hashes, strict=True) if h]
     return [j for j in out if queue is None or j.queue == queue][:limit]
 
 
 def cancel(ctx: Ctx, job_id: str) -> Job:
-    """Ask a running job to stop after its current chunk (a stalled one is marked canceled at once).
+    """Ask a running job to stop after its current chunk (a stalled one is marked canceled at once); a finished
+    job stays as it is. One script judges and writes, so a job finishing meanwhile is never left canceling.
 
     Raises JobNotFoundError."""
-    job = get(ctx, job_id)
-    if job.stalled(ctx.now()):  # nobody runs it any more: it ends here
-        ctx.redis.hset(_key(job_id), mapping={"status": "canceled", "error": "stalled: its process had stopped"})
-    elif not job.finished:
-        ctx.redis.hset(_key(job_id), "status", "canceling")
+    code = ctx.run(Call(script("job_cancel"), [keys.job(job_id)], [ctx.now(), STALLED_AFTER], int))
+    if code == 0:
+        raise _missing(job_id)
     return get(ctx, job_id)
 
 
@@ -155,50 +155,85 @@ def step(ctx: Ctx, job: Job, n: int) -> tuple[int, int]:
     return changed, taken
 
 
+def _progress(ctx: Ctx, job_id: str, taken: int = 0, changed: int = 0, *, emptied: bool = False) -> str:
+    """Record a chunk's progress (none: a heartbeat and a look for a cancel); the job's status after it."""
+    status = ctx.run(Call(script("job_progress"), [keys.job(job_id)], [taken, changed, ctx.now(),
+                                                                       "1" if emptied else "0"], _status))
+    if status is None:
+        raise _missing(job_id)
+    return status
+
+
+def _status(raw: Any) -> str | None:
+    return None if raw is None else text(raw)
+
+
 def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Callable[[float], None] = time.sleep,
         progress: Callable[[Job], Any] | None = None) -> Job:
     """Run a job to its end (or until canceled), keeping to its rate. Returns the final Job.
 
     Each chunk is at most `chunk` tasks (and at most rate tasks, so a slow rate moves small chunks often).
-    An error ends the job as failed, with the error recorded; it is not raised.
+    Transient Redis trouble pauses the job (logged once per kind, backing off) until Redis answers again; it
+    shows as stalled meanwhile, so it can be canceled. Any other error ends the job as failed, with the error
+    recorded; it is not raised (JobNotFoundError aside, when the job does not exist).
     """
-    job = get(ctx, job_id)
-    key = _key(job_id)
-    start = time.monotonic()
-    try:
+    trouble = TroubleLog(f"job {job_id}", logger=log)
+
+    def patient(fn: Callable[[], T]) -> T:  # transient trouble: wait it out (logged once per kind), try again
         while True:
-            status = text(ctx.redis.hget(key, "status") or b"")
-            if status == "canceling":
-                ctx.redis.hset(key, mapping={"status": "canceled", "updated_at": ctx.now()})
+            try:
+                result = fn()
+            except RedisUnavailableError as exc:
+                trouble.note(exc, "a background job")
+                sleep(trouble.delay(base=0.2, cap=HEARTBEAT))
+                continue
+            trouble.ok()
+            return result
+
+    job = patient(lambda: get(ctx, job_id))
+    start = time.monotonic()
+    while True:
+        try:
+            status = patient(functools.partial(_run_chunk, ctx, job, chunk, start, sleep))
+            if status is not None and status != "running":
                 break
-            left = job.total - job.done
-            if left <= 0:
-                ctx.redis.hset(key, mapping={"status": "done", "updated_at": ctx.now()})
-                break
-            n = min(chunk, MAX_CHUNK, left)
-            if job.rate > 0:  # small chunks ten times a second, so the rate holds at every moment
-                n = max(1, min(n, -(-int(job.rate) // 10)))
-                wait = start + job.done / job.rate - time.monotonic()
-                if wait > HEARTBEAT:  # a slow rate: show we are alive, and look for a cancel, meanwhile
-                    sleep(HEARTBEAT)
-                    ctx.redis.hset(key, "updated_at", ctx.now())
-                    continue
-                if wait > 0:
-                    sleep(wait)
-            changed, taken = step(ctx, job, n)
-            pipe = ctx.redis.pipeline(transaction=False)
-            pipe.hincrby(key, "done", taken if taken else left)
-            pipe.hincrby(key, "changed", changed)
-            pipe.hset(key, "updated_at", ctx.now())
-            pipe.execute()
-            job = get(ctx, job_id)
-            if taken == 0:  # the state emptied faster than expected
-                ctx.redis.hset(key, mapping={"status": "done", "done": job.total})
-            if progress is not None:
+            job = patient(lambda: get(ctx, job_id))
+            if status is not None and progress is not None:
                 progress(job)
-    except Exception as exc:  # a background job must end with a reason, never vanish
-        ctx.redis.hset(key, mapping={"status": "failed", "error": str(exc)[:500], "updated_at": ctx.now()})
-    final = get(ctx, job_id)
+        except JobNotFoundError:
+            raise
+        except Exception as exc:  # a background job must end with a reason, never vanish
+            log.warning("job %s failed: %s", job_id, exc)
+            _fail(ctx, job_id, exc)
+            break
+    final = patient(lambda: get(ctx, job_id))
     if progress is not None:
         progress(final)
     return final
+
+
+def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[float], None]) -> str | None:
+    """One step of run: wait for the rate, apply one chunk, record it. Returns the job's status after it (not
+    "running": it has ended), or None when it only waited (a slow rate)."""
+    status = _progress(ctx, job.id)  # a heartbeat, and a look for a cancel
+    if status != "running":
+        return status
+    left = job.total - job.done
+    n = min(chunk, MAX_CHUNK, left)
+    if job.rate > 0:  # small chunks ten times a second, so the rate holds at every moment
+        n = max(1, min(n, -(-int(job.rate) // 10)))
+        wait = start + job.done / job.rate - time.monotonic()
+        if wait > HEARTBEAT:  # a slow rate: show we are alive, and look for a cancel, meanwhile
+            sleep(HEARTBEAT)
+            return None
+        if wait > 0:
+            sleep(wait)
+    changed, taken = step(ctx, job, n)
+    return _progress(ctx, job.id, taken if taken else left, changed, emptied=taken == 0)
+
+
+def _fail(ctx: Ctx, job_id: str, exc: Exception) -> None:
+    try:
+        ctx.run(Call(script("job_fail"), [keys.job(job_id)], [str(exc)[:500], ctx.now()], int))
+    except AsynqError as again:  # Redis refuses this too: the job shows as stalled, and can be canceled
+        log.warning("job %s: could not record its failure: %s", job_id, again)

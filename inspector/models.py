@@ -171,7 +171,11 @@ class ActiveWorker:
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """A live worker server (its heartbeat has not expired) and the tasks it runs."""
+    """A live worker server (its heartbeat has not expired) and the tasks it runs.
+
+    degraded: what its health note (written with its heartbeat) says of Redis trouble it meets, e.g.
+    "degraded: Redis answers BUSY since 12 s"; "" when none (or from a server that keeps none, such as Go's).
+    """
 
     id: str
     host: str
@@ -182,6 +186,7 @@ class ServerInfo:
     started: datetime | None
     status: str
     active_workers: tuple[ActiveWorker, ...]
+    degraded: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from asynqpy.errors import InvalidArgumentError, MalformedTaskError, TaskNotFoundError
 from asynqpy.options import check_int
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import Batch
 from asynqpy.task import TaskState
 from inspector import records
 from inspector.context import (
@@ -71,7 +72,7 @@ def _age(now: float, t: datetime | None) -> float:
 
 
 def queues(ctx: Ctx) -> list[str]:
-    return sorted(text(q) for q in ctx.redis.smembers(keys.QUEUES))
+    return sorted(text(q) for q in ctx.command("SMEMBERS", keys.QUEUES))
 
 
 def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool) -> list[QueueInfo]:
@@ -85,10 +86,10 @@ def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool) -> list[
     now = ctx.now()
     calls = [queue_info_call(q, now, memory=memory) for q in names]
 
-    def fill(pipe: Any) -> None:
-        pipe.smismember(keys.QUEUES, list(names))
+    def fill(b: Batch) -> None:
+        b.command("SMISMEMBER", keys.QUEUES, *names)
         for c in calls:
-            ctx.script(pipe, c)
+            b.script(c)
 
     known, *raws = ctx.read(fill)
     for q, ok in zip(names, known, strict=True):
@@ -106,7 +107,7 @@ def history(ctx: Ctx, q: str, days: int) -> list[DailyStats]:
     now = ctx.now()
     times = [now - i * 86400 for i in range(days)]
     ks = [k for t in times for k in (keys.processed_daily(q, t), keys.failed_daily(q, t))]
-    known, vals = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), cast(Any, p).execute_command("MGET", *ks)))
+    known, vals = ctx.read(lambda b: (b.command("SISMEMBER", keys.QUEUES, q), b.command("MGET", *ks)))
     if not known:
         raise queue_missing(q)
     return [DailyStats(q, datetime.fromtimestamp(t, tz=UTC).date(), _int(vals[2 * i]), _int(vals[2 * i + 1]))
@@ -132,7 +133,7 @@ def list_tasks(ctx: Ctx, q: str, state: TaskState | str, *, page: int, size: int
     score = {TaskState.ACTIVE: "1", TaskState.SCHEDULED: "2", TaskState.RETRY: "2"}.get(st, "0")
     call = Call(script("list_tasks"), [key, keys.lease(q), keys.exact_due(q)],
                 [kind, lo, hi, keys.task_prefix(q), score], parse)
-    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
+    known, raw = ctx.read(lambda b: (b.command("SISMEMBER", keys.QUEUES, q), b.script(call)))
     if not known:
         raise queue_missing(q)
     return call.parse(raw)
@@ -174,7 +175,7 @@ def fetch_task(ctx: Ctx, q: str, task_id: str) -> tuple[bool, TaskRecord | None]
 
     call = Call(script("get_task"), [keys.task(q, task_id), keys.lease(q), keys.exact_due(q)],
                 [keys.queue_prefix(q), task_id], parse)
-    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, q), ctx.script(p, call)))
+    known, raw = ctx.read(lambda b: (b.command("SISMEMBER", keys.QUEUES, q), b.script(call)))
     return bool(known), call.parse(raw)
 
 

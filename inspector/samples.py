@@ -11,23 +11,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call
 from inspector.context import Ctx
 from inspector.models import QueueInfo
+from inspector.scripts import script
 
-SAMPLES_KEY = "asynqpy:{sizes}"
-TOTALS_KEY = "asynqpy:{sizes}:total"  # the same samples summed over queues: what the overview's chart reads
 TOTAL = "*"  # the queue name of a totals sample
-SLOT_KEY = "asynqpy:{sizes}:slot"
 STATES = ("pending", "active", "scheduled", "retry", "archived")
 DEFAULT_KEEP = 360
-
-PUSH = """
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[3]) - 1)
-redis.call('LPUSH', KEYS[2], ARGV[2])
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
-return 1
-"""
 
 
 @dataclass(frozen=True)
@@ -46,7 +38,7 @@ class SizeSample:
 def claim(ctx: Ctx, interval: float) -> bool:
     """Whether this process takes the current interval's sample (only one caller per interval does)."""
     slot = int(ctx.now() // interval)
-    return bool(ctx.redis.set(f"{SLOT_KEY}:{slot}", 1, nx=True, ex=max(1, int(interval * 2))))
+    return bool(ctx.command("SET", keys.size_slot(slot), 1, "NX", "EX", max(1, int(interval * 2))))
 
 
 def record(ctx: Ctx, infos: Sequence[QueueInfo], *, keep: int = DEFAULT_KEEP) -> None:
@@ -54,8 +46,8 @@ def record(ctx: Ctx, infos: Sequence[QueueInfo], *, keep: int = DEFAULT_KEEP) ->
     t = round(ctx.now(), 3)
     per_queue = {i.queue: [i.count(s) for s in STATES] for i in infos}
     totals = [sum(v[k] for v in per_queue.values()) for k in range(len(STATES))]
-    ctx.redis.eval(PUSH, 2, SAMPLES_KEY, TOTALS_KEY, _dumps({"t": t, "q": per_queue}),
-                   _dumps({"t": t, "q": {TOTAL: totals}}), keep)
+    ctx.run(Call(script("push_size_sample"), [keys.SIZE_SAMPLES, keys.SIZE_TOTALS],
+                 [_dumps({"t": t, "q": per_queue}), _dumps({"t": t, "q": {TOTAL: totals}}), keep], int))
 
 
 def _dumps(obj: Any) -> str:
@@ -66,7 +58,7 @@ def read(ctx: Ctx, *, since: float | None = None, totals: bool = False) -> list[
     """The samples, oldest first (those from `since` on, when given). totals: only the sums over all queues,
     under the queue name "*" (a small read, whatever the number of queues)."""
     out = []
-    for raw in reversed(ctx.redis.lrange(TOTALS_KEY if totals else SAMPLES_KEY, 0, -1)):
+    for raw in reversed(ctx.command("LRANGE", keys.SIZE_TOTALS if totals else keys.SIZE_SAMPLES, 0, -1)):
         try:
             d: Any = json.loads(raw)
             s = SizeSample(float(d["t"]), {str(q): tuple(int(x) for x in v) for q, v in d["q"].items()})

@@ -3,30 +3,30 @@ so every dashboard process, Prometheus scrape and exporter asking within that in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
+from asynqpy.rdb import keys
+from asynqpy.rdb.failures import refuses_writes
+from asynqpy.rdb.scripts import Call
 from inspector import cluster, reader
 from inspector.context import Ctx, from_unix
 from inspector.models import QueueInfo
+from inspector.scripts import script
 
-SNAPSHOT_KEY = "asynqpy:{snapshot}:queues"
-LOCK_KEY = "asynqpy:{snapshot}:queues:lock"
 KEEP = 60  # seconds the stored snapshot lives: askers with a longer max_age may still use it
 LOCK_TTL_MS = 5000  # a taker that died mid-way blocks the others this long at most
 WAIT_FOR_TAKER = 2.0  # seconds an asker waits for another process's snapshot before taking its own
 POLL = 0.02
-
-# Our own release: delete the lock only when it still holds our token (a slow taker never frees a successor's).
-_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def _frozen() -> Mapping[str, int]:
@@ -39,6 +39,8 @@ class QueueSnapshot:
 
     servers: live servers. queue_servers: per queue, the live servers that serve it. workers_busy: per queue,
     the tasks live servers are running. took: seconds the Redis reads took (0.0 when read from the cache).
+    unshared: the kind of Redis trouble ("OOM", "READONLY", ...) that kept it from being shared through Redis
+    (Redis answered the reads but refused the writes); "" when it was shared.
     """
 
     taken_at: float
@@ -47,6 +49,7 @@ class QueueSnapshot:
     queue_servers: Mapping[str, int] = field(default_factory=_frozen)
     workers_busy: Mapping[str, int] = field(default_factory=_frozen)
     took: float = 0.0
+    unshared: str = ""
 
     def queue(self, name: str) -> QueueInfo | None:
         return next((q for q in self.queues if q.queue == name), None)
@@ -74,43 +77,70 @@ def take(ctx: Ctx) -> QueueSnapshot:
 
 def queue_snapshot(ctx: Ctx, max_age: float) -> QueueSnapshot:
     """The stored snapshot when it is at most max_age seconds old; else a new one, taken by one asker at a time
-    (the others wait up to WAIT_FOR_TAKER seconds for it). Raises RedisUnavailableError, ValueError."""
+    (the others wait up to WAIT_FOR_TAKER seconds for it).
+
+    While Redis refuses writes but answers reads (OOM, READONLY: failures.refuses_writes) the snapshot cannot be
+    shared: each Inspector takes its own, at most once per max_age, marked with the kind of trouble.
+    Raises RedisUnavailableError when Redis cannot answer the reads, InvalidArgumentError for a bad max_age."""
     if isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or not max_age >= 0:
         raise InvalidArgumentError(f"max_age must be a non-negative number of seconds, got {max_age!r}",
                                    argument="max_age")
-    return _get_or_take(ctx, float(max_age))  # the Inspector turns connection errors into RedisUnavailableError
-
-
-def _get_or_take(ctx: Ctx, max_age: float) -> QueueSnapshot:
-    r = ctx.redis
-    snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
+    snap = _load(ctx.command("GET", keys.SNAPSHOT))
     if snap is not None and ctx.now() - snap.taken_at <= max_age:
+        ctx.last_snapshot = snap
         return snap
+    try:
+        snap = _take_shared(ctx, float(max_age), snap.taken_at if snap is not None else None)
+    except RedisUnavailableError as exc:
+        if not refuses_writes(exc):
+            raise
+        snap = _take_unshared(ctx, float(max_age), exc.kind)
+    ctx.last_snapshot = snap
+    return snap
+
+
+def _fresh(ctx: Ctx, snap: QueueSnapshot | None, seen: float | None, max_age: float) -> bool:
+    """Whether snap (read while waiting for a taker) will do: newer than the one seen first, or young enough."""
+    return snap is not None and ((seen is None or snap.taken_at > seen) or ctx.now() - snap.taken_at <= max_age)
+
+
+def _take_shared(ctx: Ctx, max_age: float, seen: float | None) -> QueueSnapshot:
+    """Take the lock (or wait for its holder's snapshot), take a snapshot and store it for every asker."""
     token = uuid.uuid4().hex
-    seen = snap.taken_at if snap is not None else None
-    if not r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
+    if not _lock(ctx, token):
         deadline = time.monotonic() + WAIT_FOR_TAKER
         while time.monotonic() < deadline:
             time.sleep(POLL)
-            snap = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
-            # the one being taken while we waited (however long its reads took), or one fresh enough
-            if snap is not None and ((seen is None or snap.taken_at > seen) or ctx.now() - snap.taken_at <= max_age):
+            snap = _load(ctx.command("GET", keys.SNAPSHOT))
+            if snap is not None and _fresh(ctx, snap, seen, max_age):  # the one taken while we waited
                 return snap
-            if r.set(LOCK_KEY, token, nx=True, px=LOCK_TTL_MS):
+            if _lock(ctx, token):
                 break
         else:
             return take(ctx)  # the taker is stuck: read for ourselves, without storing
     try:
         # Another taker may have stored one between our GET and our lock: use it.
-        stored = _load(r.get(SNAPSHOT_KEY))  # type: ignore[arg-type]
-        if stored is not None and ((seen is None or stored.taken_at > seen)
-                                   or ctx.now() - stored.taken_at <= max_age):
+        stored = _load(ctx.command("GET", keys.SNAPSHOT))
+        if stored is not None and _fresh(ctx, stored, seen, max_age):
             return stored
         snap = take(ctx)
-        r.set(SNAPSHOT_KEY, _dump(snap), ex=KEEP)
+        ctx.command("SET", keys.SNAPSHOT, _dump(snap), "EX", KEEP)
     finally:
-        r.eval(_RELEASE, 1, LOCK_KEY, token)
+        with contextlib.suppress(RedisUnavailableError):  # not released: it expires after LOCK_TTL_MS
+            ctx.run(Call(script("release_lock"), [keys.SNAPSHOT_LOCK], [token], int))
     return snap
+
+
+def _lock(ctx: Ctx, token: str) -> bool:
+    return bool(ctx.command("SET", keys.SNAPSHOT_LOCK, token, "NX", "PX", LOCK_TTL_MS))
+
+
+def _take_unshared(ctx: Ctx, max_age: float, kind: str) -> QueueSnapshot:
+    """This Inspector's own snapshot while Redis refuses writes: the last one it took when young enough."""
+    last: QueueSnapshot | None = ctx.last_snapshot
+    if last is not None and last.unshared and ctx.now() - last.taken_at <= max_age:
+        return last
+    return replace(take(ctx), unshared=kind)
 
 
 def _plain(v: Any) -> Any:

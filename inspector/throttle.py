@@ -18,11 +18,11 @@ from typing import Any
 
 import redis
 
-from asynqpy.rdb.failures import reaching, url_of
-from asynqpy.rdb.scripts import Call, SyncRunner
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import SyncDoor
 from inspector.scripts import script
 
-THROTTLE_PREFIX = "asynqpy:{web}:throttle:"
 FIRST_WAIT = 1.0  # seconds an attempt waits after the account's first failure past the free ones; doubles after
 
 
@@ -58,13 +58,14 @@ class LoginThrottle:
     failures from one address per window, every account together; slow_after: failures of an account from all
     untrusted browsers before each further attempt waits FIRST_WAIT, doubling up to max_wait seconds.
 
-    Every method raises RedisUnavailableError when Redis cannot be reached.
+    connection: a binary redis-py client, or its door (asynqpy.rdb.syncdoor). Every method raises
+    RedisUnavailableError (the subclass of its kind) for Redis trouble that passes, RedisCommandError for a
+    command Redis refused.
     """
 
-    def __init__(self, connection: redis.Redis, *, per_pair: int = 5, per_addr: int = 20, window: int = 900,
+    def __init__(self, connection: redis.Redis | SyncDoor, *, per_pair: int = 5, per_addr: int = 20, window: int = 900,
                  slow_after: int = 5, max_wait: float = 60.0, clock: Callable[[], float] = time.time) -> None:
-        self.runner = SyncRunner(connection)
-        self.url = url_of(connection)
+        self.door = SyncDoor.of(connection)
         self.per_pair = per_pair
         self.per_addr = per_addr
         self.window = int(window)
@@ -77,26 +78,24 @@ class LoginThrottle:
         trusted-browser cookie this browser showed for account (then only that device's failures count)."""
         name = account.lower()[:200]
         if device:
-            keys = [THROTTLE_PREFIX + "device:" + device[:64]]
+            counters = [keys.login_throttle("device", device[:64])]
             limits, scopes = [self.per_pair], ["device"]
         else:
-            keys = [THROTTLE_PREFIX + f"pair:{name}|{address[:64]}", THROTTLE_PREFIX + "addr:" + address[:64],
-                    THROTTLE_PREFIX + "account:" + name]
+            counters = [keys.login_throttle("pair", f"{name}|{address[:64]}"),
+                        keys.login_throttle("addr", address[:64]), keys.login_throttle("account", name)]
             limits, scopes = [self.per_pair, self.per_addr], ["pair", "address", "account"]
         args = (self.window, int(self.clock() * 1000), self.slow_after, int(FIRST_WAIT * 1000),
                 int(self.max_wait * 1000), len(limits), *limits)
-        with reaching(self.url):
-            which, wait = self.runner.run(Call(script("login_attempt"), keys, args, _pair))
+        which, wait = self.door.run(Call(script("login_attempt"), counters, args, _pair))
         if which:
             return Attempt(False, max(1, wait), scopes[which - 1])
-        return Attempt(True, keys=tuple(keys), counters=len(limits))
+        return Attempt(True, keys=tuple(counters), counters=len(limits))
 
     def refund(self, attempt: Attempt) -> None:
         """After a successful login: the attempt was no failure (its pair or device counter is cleared)."""
         if not attempt.allowed or not attempt.keys:
             return
-        with reaching(self.url):
-            self.runner.run(Call(script("login_refund"), attempt.keys, (attempt.counters,), _any))
+        self.door.run(Call(script("login_refund"), attempt.keys, (attempt.counters,), _any))
 
 
 def _pair(reply: Any) -> tuple[int, int]:

@@ -59,6 +59,8 @@
     if (xhr.status < 400) {
       var b = banner();
       if (b && !b.hidden) { b.hidden = true; b.textContent = ""; }
+      // and the "Redis is unavailable" message a failed refresh left (an action's own messages stay)
+      document.querySelectorAll("#messages .redis-down").forEach(function (m) { m.remove(); });
       if (evt.detail.elt.classList && evt.detail.elt.classList.contains("reload-when-ok")) { window.location.reload(); }
     }
   });
@@ -126,4 +128,5 @@
     init(document);
   });
   document.addEventListener("htmx:load", function (evt) { init(evt.detail.elt.parentElement || document); });
+
 })();

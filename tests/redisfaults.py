@@ -1,7 +1,9 @@
 """Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY.
 
 Each is a context manager that puts the server at url into the fault for the length of the with-block and
-restores its configuration after, whatever happens in the block.
+restores its configuration after, whatever happens in the block. The fixtures fault_server, fault_url and
+fault_redis give a test a private server of its module's own, so that no fault reaches the session's server
+(import them into the test module).
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import threading
 import time
 from collections.abc import Iterator
 
+import pytest
 import redis
+
+from asynqpy.embedded import EmbeddedServer, free_port
 
 # Spins inside Redis until killed (or ARGV[1] seconds pass, a safety net): past busy-reply-threshold, every
 # other client is answered BUSY.
@@ -94,3 +99,44 @@ def read_only(url: str, primary_url: str) -> Iterator[None]:
     finally:
         r.replicaof("NO", "ONE")
         r.close()
+
+
+@contextlib.contextmanager
+def read_only_keeping_data(url: str) -> Iterator[None]:
+    """The server at url is a replica of an address where nothing listens for the block: it keeps its data and
+    answers reads, and answers READONLY to every write; then REPLICAOF NO ONE."""
+    r = redis.Redis.from_url(url)
+    r.replicaof("127.0.0.1", free_port())
+    try:
+        yield
+    finally:
+        r.replicaof("NO", "ONE")
+        r.close()
+
+
+@pytest.fixture(scope="module")
+def fault_server() -> Iterator[EmbeddedServer]:
+    """A private Valkey for the module's fault tests."""
+    server = EmbeddedServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fault_url(fault_server: EmbeddedServer) -> Iterator[str]:
+    """The private server's URL, flushed before and after the test."""
+    r = redis.Redis.from_url(fault_server.url)
+    r.flushall()
+    yield fault_server.url
+    r.flushall()
+    r.close()
+
+
+@pytest.fixture
+def fault_redis(fault_url: str) -> Iterator[redis.Redis]:
+    """A raw (binary) connection to the private server."""
+    r = redis.Redis.from_url(fault_url)
+    yield r
+    r.close()

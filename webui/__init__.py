@@ -25,10 +25,12 @@ from asynqpy.errors import (
     QueueNotEmptyError,
     QueueNotFoundError,
     QueueNotPausedError,
+    RedisCommandError,
     RedisUnavailableError,
     TaskAlreadyArchivedError,
     TaskNotFoundError,
 )
+from asynqpy.rdb.failures import is_redis_error, translate
 from inspector.api import Inspector
 from inspector.jobs import JobNotFoundError
 
@@ -48,9 +50,12 @@ DEFAULTS: dict[str, Any] = {
                                        # (None: the default, keys named like secrets masked below admin)
 }
 
-# One table from error types to HTTP status codes; the first matching class wins.
+# One table from error types to HTTP status codes; the first matching class wins. Redis trouble that passes
+# (unreachable, BUSY, OOM, READONLY, ...) is 503 with the Redis-down banner; a command Redis refused for good
+# (a script error, WRONGTYPE) is 502 with its message: the dashboard itself did not fail.
 ERROR_STATUS: tuple[tuple[type[Exception], int], ...] = (
     (RedisUnavailableError, 503),
+    (RedisCommandError, 502),
     (QueueNotFoundError, 404),
     (TaskNotFoundError, 404),
     (JobNotFoundError, 404),
@@ -136,10 +141,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__, template_folder=str(_asset_dir("templates")), static_folder=str(_asset_dir("static")))
     app.config.update(settings(config))
     app.jinja_env.autoescape = True
-    from inspector.guard import GuardedInspector
-
-    app.extensions[EXTENSION] = GuardedInspector(_redis_url(app.config["ASYNQPY_REDIS_URL"]),
-                                                 chunk=app.config["ASYNQPY_JOB_CHUNK"])
+    app.extensions[EXTENSION] = Inspector(_redis_url(app.config["ASYNQPY_REDIS_URL"]),
+                                          chunk=app.config["ASYNQPY_JOB_CHUNK"])
     _register(app)
     return app
 
@@ -196,5 +199,8 @@ def _register(app: Flask) -> None:
     def unexpected(exc: Exception) -> Any:
         if isinstance(exc, HTTPException):
             return exc
+        if is_redis_error(exc):  # from a part that has no door to Redis yet: still our page, never a 500
+            app.logger.warning("untranslated Redis error in %s %s: %r", request.method, request.path, exc)
+            return known_error(translate(exc, inspector().url))
         app.logger.exception("unexpected error in %s %s", request.method, request.path)
         return render.error_page(exc, 500)

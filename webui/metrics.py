@@ -1,9 +1,10 @@
 """The dashboard's /metrics: the queue-state exporter as a Flask blueprint (no login; an optional bearer token).
 
 Register it with `app.register_blueprint(webui.metrics.bp)`. It reads from the app config:
-ASYNQPY_INSPECTOR (an Inspector to use) or ASYNQPY_REDIS_URL (default: asynqpy's default URL), METRICS_TOKEN
-(require `Authorization: Bearer <token>`; default ASYNQPY_METRICS_TOKEN from the environment) and
-METRICS_MAX_AGE (seconds a shared snapshot may be reused, default 2).
+ASYNQPY_INSPECTOR (an Inspector to use; default: the dashboard's, when mounted on it) or ASYNQPY_REDIS_URL
+(default: asynqpy's default URL), METRICS_TOKEN (require `Authorization: Bearer <token>`; default
+ASYNQPY_METRICS_TOKEN from the environment) and METRICS_MAX_AGE (seconds a shared snapshot may be reused,
+default 2). A scrape always answers 200, whatever Redis does (see exporter.collector).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def _collector() -> QueueStateCollector:
     col = current_app.extensions.get(_EXT)
     if col is None:
         cfg = current_app.config
-        insp = cfg.get("ASYNQPY_INSPECTOR") or Inspector(cfg.get("ASYNQPY_REDIS_URL") or default_redis_url())
+        # The dashboard's own Inspector when mounted on it: scrapes and pages share one pool and one last snapshot.
+        insp = (cfg.get("ASYNQPY_INSPECTOR") or current_app.extensions.get("asynqpy.inspector")
+                or Inspector(cfg.get("ASYNQPY_REDIS_URL") or default_redis_url()))
         col = QueueStateCollector(insp, max_age=float(cfg.get("METRICS_MAX_AGE", 2.0)))
         current_app.extensions[_EXT] = col
     return col

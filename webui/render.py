@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask, current_app, render_template, request
 from markupsafe import Markup
 
-from asynqpy.errors import RedisUnavailableError
+from asynqpy.errors import RedisCommandError, RedisUnavailableError
 from inspector.display import span
 from inspector.textout import size as human_size
 
@@ -26,8 +26,11 @@ def page(template: str, partial: str | None = None, *, status: int = 200, **ctx:
 
 
 def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str]]:
-    """A page (or, for htmx, a message) saying what went wrong; Redis being down is a banner, never a 500."""
+    """A page (or, for htmx, a message in #messages) saying what went wrong, never a traceback. Redis trouble
+    that passes (RedisUnavailableError) is the Redis-down banner; a command Redis refused (RedisCommandError)
+    says so with Redis's message."""
     down = isinstance(exc, RedisUnavailableError)
+    kind = "error redis-down" if down else "error"  # static/app.js clears a redis-down message once Redis answers
     if status == 404:
         title = "Not found"
         text = str(exc) if not hasattr(exc, "description") else "There is nothing at this address."
@@ -35,6 +38,8 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
         title, text = "Method not allowed", "This address does not take that kind of request."
     elif down:
         title, text = "Redis is unavailable", str(exc).removeprefix("Redis is unavailable: ")
+    elif isinstance(exc, RedisCommandError):
+        title, text = "Redis refused a command", f"Redis at {exc.url} answered: {exc.reason}"
     elif status >= 500:
         title, text = "Something went wrong", "The error was logged. Try again, or look at the server's log."
     elif status in (401, 403):
@@ -44,7 +49,7 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
     headers = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"} if is_htmx() else {}
     ctx = {"title": title, "text": text, "status": status, "redis_down": text if down else None}
     name = "partials/_message.html" if is_htmx() else "error.html"
-    return render_template(name, kind="error", message=f"{title}: {text}", **ctx), status, headers
+    return render_template(name, kind=kind, message=f"{title}: {text}", **ctx), status, headers
 
 
 def when(t: datetime | None) -> Markup:

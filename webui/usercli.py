@@ -45,11 +45,11 @@ def _record(args: argparse.Namespace, action: str, name: str, detail: str, *, en
     role "cli") and, for rm and passwd, end the user's dashboard sessions. Returns a note for the output."""
     try:
         from asynqpy.embedded import default_redis_url
+        from inspector.api import Inspector
         from inspector.audit import AuditLog
-        from inspector.guard import GuardedInspector
         from inspector.webstate import SessionStore
 
-        with GuardedInspector(getattr(args, "redis_url", None) or default_redis_url()) as insp:
+        with Inspector(getattr(args, "redis_url", None) or default_redis_url()) as insp:
             insp.redis.connection_pool.connection_kwargs["socket_connect_timeout"] = 2
             AuditLog(insp.redis).append(action, outcome="ok", user=_os_user(), role="cli", addr="localhost",
                                         detail=f"{name}: {detail}")

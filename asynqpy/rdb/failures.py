@@ -226,3 +226,13 @@ class TroubleLog:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+# Kinds of transient trouble in which Redis still answers reads but refuses writes (out of memory under
+# noeviction, a replica, too few replicas, a failed snapshot): a reader may go on without writing.
+WRITE_REFUSALS = ("OOM", "READONLY", "NOREPLICAS", "MISCONF")
+
+
+def refuses_writes(exc: BaseException) -> bool:
+    """True when exc says Redis refuses writes for now but may still answer reads (WRITE_REFUSALS)."""
+    return kind_of(exc) in WRITE_REFUSALS

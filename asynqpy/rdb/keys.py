@@ -149,6 +149,12 @@ def server_health(host: str, pid: int, server_id: str) -> str:
     return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
 
 
+def server_health_of(server_info_key: str) -> str:
+    """The health note's key of the server whose asynq:servers:{host:pid:id} key this is (what the
+    asynq:servers index lists), so a reader needs no decoded server info to find it."""
+    return "asynqpy:health:" + server_info_key.removeprefix("asynq:servers:")
+
+
 def scheduler_entries(scheduler_id: str) -> str:
     return f"asynq:schedulers:{{{scheduler_id}}}"
 
@@ -165,3 +171,41 @@ def tick_mark(q: str, entry_id: str) -> str:
 def tick_claim(q: str, entry_id: str, tick: int) -> str:
     """Our own: the claim of one tick of a scheduler entry (value: the scheduler id), with an expiry."""
     return f"asynqpy:{{{q}}}:tick:{entry_id}:{tick}"
+
+
+# -- the Inspector's and the dashboard's own keys (each family under one hash tag: a cluster keeps it in one slot)
+
+# The shared queue snapshot (compressed JSON) and the lock its one taker holds.
+SNAPSHOT = "asynqpy:{snapshot}:queues"
+SNAPSHOT_LOCK = "asynqpy:{snapshot}:queues:lock"
+# Queue-size samples for the dashboard's chart: per queue, and summed over queues.
+SIZE_SAMPLES = "asynqpy:{sizes}"
+SIZE_TOTALS = "asynqpy:{sizes}:total"
+# Background jobs (replay, archive or delete every task of a state), newest last by start time.
+JOBS = "asynqpy:{jobs}"
+
+
+def size_slot(slot: int) -> str:
+    """Our own: the claim of one sampling interval (SET NX), so one process of many writes its sample."""
+    return f"asynqpy:{{sizes}}:slot:{slot}"
+
+
+def job(job_id: str) -> str:
+    """Our own: one background job's hash (action, queue, state, counts, status)."""
+    return f"asynqpy:{{jobs}}:job:{job_id}"
+
+
+def web_session(digest: str) -> str:
+    """Our own: a dashboard login session's hash, named by a digest of its id (never the cookie's id itself)."""
+    return f"asynqpy:{{web}}:session:{digest}"
+
+
+def web_user_sessions(user: str) -> str:
+    """Our own: the set of a user's session keys, so a password change ends them all."""
+    return f"asynqpy:{{web}}:user-sessions:{user}"
+
+
+def login_throttle(kind: str, who: str) -> str:
+    """Our own: a login-throttle counter: kind "pair" (account|address), "addr", "device" or "account"
+    (see inspector.throttle)."""
+    return f"asynqpy:{{web}}:throttle:{kind}:{who}"

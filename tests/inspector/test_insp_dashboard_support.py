@@ -15,7 +15,6 @@ from asynqpy import Client, Task
 from asynqpy.cli import main
 from asynqpy.errors import FailedPreconditionError, QueueNotFoundError, RedisUnavailableError
 from inspector import Inspector
-from inspector.guard import GuardedInspector
 from inspector.jobs import JobNotFoundError
 from tests.inspector.worker import Worker
 
@@ -124,10 +123,10 @@ def test_a_cancelled_job_stops_after_its_chunk(redis_url: str) -> None:
         assert 0 < final.done < 40 and insp.queue_info("q", memory=False).archived == 40 - final.done
 
 
-def test_guarded_inspector_turns_connection_errors_into_redis_unavailable() -> None:
+def test_the_inspector_turns_connection_errors_into_redis_unavailable() -> None:
     from asynqpy.embedded import free_port
 
-    insp = GuardedInspector(f"redis://:secret@127.0.0.1:{free_port()}/0")
+    insp = Inspector(f"redis://:secret@127.0.0.1:{free_port()}/0")
     with pytest.raises(RedisUnavailableError) as err:
         insp.queues()
     assert "secret" not in str(err.value) and "***" in str(err.value)

@@ -165,20 +165,3 @@ def test_now_is_the_inspectors_clock(insp: Inspector, clock: Clock) -> None:
     assert insp.now() == clock.t
     clock.t += 60
     assert insp.now() == clock.t
-
-
-def test_a_new_read_script_needs_no_registration(r: redis.Redis) -> None:
-    """A script no list names (as a new one would be) still runs in a read pipeline on a fresh server."""
-    import hashlib
-
-    from asynqpy.rdb.scripts import Call, Script
-    from inspector.context import Ctx
-
-    text = "return tonumber(ARGV[1]) * 6"
-    fresh = Script("brand_new", text, hashlib.sha1(text.encode()).hexdigest())
-    ctx = Ctx(r)
-    r.script_flush()
-    assert ctx.read_script(Call(fresh, [], [7], int)) == 42
-    r.script_flush()
-    known, raw = ctx.read(lambda p: (p.sismember(keys.QUEUES, "q"), ctx.script(p, Call(fresh, [], [2], int))))
-    assert (known, raw) == (0, 12)

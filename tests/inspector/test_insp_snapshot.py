@@ -9,8 +9,8 @@ import redis
 
 from asynqpy import Client, Task
 from asynqpy.errors import RedisUnavailableError
+from asynqpy.rdb import keys
 from inspector import Inspector, QueueSnapshot
-from inspector.snapshot import LOCK_KEY, SNAPSHOT_KEY
 from tests.inspector.worker import Clock, Worker
 
 
@@ -41,7 +41,7 @@ def test_snapshot_is_shared_until_it_is_older_than_max_age(redis_url: str, clien
     one, two = Inspector(redis_url), Inspector(redis_url)
     s1 = one.queue_snapshot(max_age=5)
     assert isinstance(s1, QueueSnapshot) and [q.queue for q in s1.queues] == ["a"] and s1.queues[0].pending == 1
-    assert r.ttl(SNAPSHOT_KEY) > 0 and not r.exists(LOCK_KEY)
+    assert r.ttl(keys.SNAPSHOT) > 0 and not r.exists(keys.SNAPSHOT_LOCK)
     client.enqueue(Task("t"), queue="b")
     s2 = two.queue_snapshot(max_age=5)  # another process: the stored one, not a new read
     assert s2.taken_at == s1.taken_at and s2.queues == s1.queues
@@ -55,7 +55,7 @@ def test_snapshot_is_shared_until_it_is_older_than_max_age(redis_url: str, clien
 def test_concurrent_askers_take_one_snapshot(redis_url: str, client: Client, r: redis.Redis) -> None:
     for i in range(50):
         client.enqueue(Task("t"), queue=f"q{i}")
-    r.delete(SNAPSHOT_KEY)
+    r.delete(keys.SNAPSHOT)
     r.config_resetstat()
     results: list[QueueSnapshot] = []
 
@@ -108,5 +108,5 @@ def test_bad_max_age(insp: Inspector) -> None:
 
 def test_stale_or_foreign_snapshot_is_retaken(insp: Inspector, client: Client, r: redis.Redis) -> None:
     client.enqueue(Task("t"), queue="q")
-    r.set(SNAPSHOT_KEY, b"not json")
+    r.set(keys.SNAPSHOT, b"not json")
     assert [q.queue for q in insp.queue_snapshot().queues] == ["q"]

@@ -1,0 +1,22 @@
+-- job_progress: count a chunk a job's runner did and say whether to go on: a requested cancel, the job's end
+-- (its total reached, or its state emptied) and a cancel of a stalled job are judged here, in one step.
+-- KEYS[1] the job's hash
+-- ARGV[1] tasks taken   ARGV[2] tasks changed   ARGV[3] now (Unix s)   ARGV[4] "1" when the state is empty
+-- returns the status now: "running" (go on), "canceled", "done", or the final status another party set;
+-- false when the job's hash is gone (expired or deleted)
+local status = redis.call("HGET", KEYS[1], "status")
+if not status then return false end
+if status ~= "running" and status ~= "canceling" then return status end
+local done = redis.call("HINCRBY", KEYS[1], "done", ARGV[1])
+redis.call("HINCRBY", KEYS[1], "changed", ARGV[2])
+redis.call("HSET", KEYS[1], "updated_at", ARGV[3])
+if status == "canceling" then
+  redis.call("HSET", KEYS[1], "status", "canceled")
+  return "canceled"
+end
+local total = tonumber(redis.call("HGET", KEYS[1], "total")) or 0
+if ARGV[4] == "1" or done >= total then
+  redis.call("HSET", KEYS[1], "status", "done", "done", math.max(done, total))
+  return "done"
+end
+return "running"

@@ -1,0 +1,70 @@
+"""In a real browser (Playwright, Debian's chromium): while Redis answers BUSY a polling page shows the Redis-down
+message in #messages (htmx swaps no error answer by itself: static/app.js does, for those addressed to
+#messages), keeps its own content, and drops the message once Redis answers again."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from werkzeug.serving import make_server
+
+from asynqpy import Client, Task
+from tests.redisfaults import busy, fault_redis, fault_server, fault_url
+from tests.webui.authkit import PASSWORDS, make_app, users_path
+from tests.webui.browserkit import CHROMIUM
+
+__all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
+                                "(.ci/run installs it: apt-get install chromium)")
+
+
+@pytest.fixture
+def base(fault_url: str, users_path: Path) -> Iterator[str]:
+    with Client(fault_url) as c:
+        c.enqueue(Task("email", b"{}"), queue="mail")
+    app = make_app(fault_url, users_path, ASYNQPY_POLL_SECONDS=1)
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_port}"
+    finally:
+        srv.shutdown()
+        t.join(5)
+        app.extensions["asynqpy.inspector"].close()
+
+
+@pytest.fixture
+def page(base: str, browser: Any) -> Iterator[Any]:
+    """A page of the session's browser (tests.webui.browserkit), logged in as vera."""
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.goto(base + "/login")
+    pg.get_by_label("Username").fill("vera")
+    pg.get_by_label("Password").fill(PASSWORDS["vera"])
+    pg.get_by_role("button", name="Log in").click()
+    pg.wait_for_url(base + "/")
+    yield pg
+    ctx.close()
+
+
+def test_a_polling_page_shows_redis_down_and_recovers(page: Any, base: str, fault_url: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(base + "/queues/mail")
+    body = page.locator("#queue-body")
+    expect(body).to_contain_text("email")
+    with busy(fault_url):
+        expect(page.locator("#messages .redis-down")).to_contain_text("Redis is unavailable", timeout=5000)
+        expect(page.locator("#messages .redis-down")).to_contain_text("answers BUSY")
+        expect(page.locator("#redis-banner")).to_contain_text("answers BUSY")
+        expect(body).to_contain_text("email")  # the page keeps what it showed
+    expect(page.locator("#messages .redis-down")).to_have_count(0, timeout=5000)
+    expect(page.locator("#redis-banner")).to_be_hidden()
+    expect(body).to_contain_text("email")
