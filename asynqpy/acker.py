@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -11,11 +12,12 @@ from typing import TypeVar
 from asynqpy.loop import Loop
 from asynqpy.rdb import broker
 from asynqpy.rdb.durability import Durability
-from asynqpy.rdb.failures import is_transient
+from asynqpy.rdb.failures import TroubleLog, is_transient
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
 
+log = logging.getLogger("asynqpy")
 MAX_BATCH = 500
 T = TypeVar("T")
 
@@ -41,6 +43,7 @@ class Acker(Loop):
         self.held: set[str] = set()
         self.idle = asyncio.Event()
         self.idle.set()
+        self.trouble = TroubleLog("acker")
 
     def done(self, queue: str, task_id: str, unique_key: str) -> None:
         self._done[queue].append((task_id, unique_key))
@@ -67,37 +70,45 @@ class Acker(Loop):
     async def _flush_batch(self) -> None:
         now = time.time()
         calls: list[Call[list[str]]] = []
-        ids: list[str] = []
+        batches: list[tuple[str, ...]] = []
         for q in list(self._done):
             items = self._take(self._done, q)
             calls.append(broker.done(q, items, now=now))
-            ids += [i for i, _ in items]
+            batches.append(tuple(i for i, _ in items))
         for q in list(self._complete):
             citems = self._take(self._complete, q)
             calls.append(broker.mark_complete(q, citems, now=now))
-            ids += [i for i, *_ in citems]
+            batches.append(tuple(i for i, *_ in citems))
         durable = self.rt.config.durable_acks
         confirmed = True
-        results: list[list[str] | Exception | None]
+        results: list[list[str] | Exception]
         try:
             if isinstance(durable, Durability):
                 many, confirmed = await self.rt.runner.run_many_durable(calls, durable)
                 results = list(many)
             else:
                 results = list(await self.rt.runner.run_many(calls))
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            results = [None] * len(calls)
-        for call, res in zip(calls, results, strict=True):
+        except Exception as exc:  # the whole round trip failed: every batch is held (or dropped, for a bug)
+            results = [exc] * len(calls)
+        failed = False
+        for call, ids, res in zip(calls, batches, results, strict=True):
             # Not confirmed by a replica: replay it (harmless: the scripts skip tasks no longer held), so that
             # after a failover the new primary gets the acknowledgement too.
-            if res is None or isinstance(res, Exception) or not confirmed:
+            if isinstance(res, Exception) and not is_transient(res):
+                log.error("acker: %s of task(s) %s failed as a bug (%s: %s); their leases lapse and the recoverer "
+                          "retries them", call.script.name, ", ".join(ids[:10]), type(res).__name__, res)
+            elif isinstance(res, Exception) or not confirmed:
+                if isinstance(res, Exception):
+                    failed = True
+                    self.trouble.note(res, f"{call.script.name} held for the syncer")
                 self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name,
-                                durable=durable if isinstance(durable, Durability) else None)
-        for i in ids:
+                                durable=durable if isinstance(durable, Durability) else None, task_ids=ids)
+        if not failed:
+            self.trouble.ok()
+        all_ids = [i for ids in batches for i in ids]
+        for i in all_ids:
             self.held.discard(i)
-        self.on_acked(ids)
+        self.on_acked(all_ids)
 
     @staticmethod
     def _take(buf: dict[str, list[T]], q: str) -> list[T]:

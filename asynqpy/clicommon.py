@@ -14,6 +14,7 @@ import redis
 from asynqpy.devstate import choose_redis_url
 from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError, mask_url
 from asynqpy.rdb.failures import translate
+from asynqpy.terminal import say
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
 
@@ -95,15 +96,15 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
     if isinstance(exc, RedisUnavailableError):
         if debug:
             traceback.print_exception(exc)
-        print(f"asynqpy: {_unavailable(exc, args)}", file=sys.stderr)
+        say(f"asynqpy: {_unavailable(exc, args)}", file=sys.stderr)
         return 1
     if isinstance(exc, AsynqError):
         if debug:
             traceback.print_exception(exc)
-        print(f"asynqpy: {exc}", file=sys.stderr)
+        say(f"asynqpy: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, UsageError) else 1
     traceback.print_exception(exc)
-    print(f"asynqpy: the command failed with the error above ({type(exc).__name__})", file=sys.stderr)
+    say(f"asynqpy: the command failed with the error above ({type(exc).__name__})", file=sys.stderr)
     return 1
 
 

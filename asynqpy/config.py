@@ -44,9 +44,18 @@ class ServerConfig:
     is_failure(exc) -> bool: True (False = retry without counting an attempt). Both are also asked about a task
     whose worker died (exc is asynqpy.errors.LeaseExpiredError); if either raises, the task is retried with
     asynq's delay all the same. error_handler(task, exc):
-    None. shutdown_timeout: 8 s, then unfinished tasks are requeued. lease_duration: 30 s (asynq's);
-    heartbeat_interval: 5 s; recover_interval: 60 s, recovering leases expired for more than
-    lease_grace (30 s). forward_max_wait: 5 s, as Go's DelayedTaskCheckInterval (the forwarder otherwise
+    None. shutdown_timeout: 8 s, then unfinished tasks are requeued; once their requeue is written the process
+    exits without waiting for plain-function handlers still running in their threads (as a Go process exits
+    without its goroutines), so a requeued task is never also finished by the stopping process: their result
+    writes are refused from then on, and side effects they make after that moment are lost with the process.
+    (In a process that goes on running after Server.shutdown(), such a thread runs on to its end; its result
+    and acknowledgement are still dropped.) max_stuck_threads: 10; a plain-function handler that ignores
+    task.cancelled keeps running in its thread after its task timed out or was cancelled: new tasks get other
+    threads, each stuck thread is logged with its task id and counted (the asynqpy_worker_stuck_threads metric,
+    health(), the servers page), and once this many are stuck the worker takes no new tasks and reports not
+    ready (/readyz), so that an orchestrator replaces it; it takes tasks again if they return.
+    lease_duration: 30 s (asynq's); heartbeat_interval: 5 s; recover_interval: 60 s, recovering leases expired
+    for more than lease_grace (30 s). forward_max_wait: 5 s, as Go's DelayedTaskCheckInterval (the forwarder otherwise
     sleeps until the next due time it knows of; our producers and retries wake it at once, so this only bounds
     scheduled and retry tasks written by Go). idle_poll_interval: 1 s between fetches when idle, as Go's
     TaskCheckInterval: our producers hand tasks to idle workers (or wake them) in one hop, so this poll only
@@ -71,6 +80,7 @@ class ServerConfig:
     is_failure: Callable[[BaseException], bool] = default_is_failure
     error_handler: Callable[[ReceivedTask, BaseException], Any] | None = None
     shutdown_timeout: float = 8.0
+    max_stuck_threads: int = 10
     lease_duration: float = 30.0
     lease_grace: float = 30.0
     heartbeat_interval: float = 5.0
@@ -111,6 +121,7 @@ class ServerConfig:
                 raise InvalidArgumentError(f"{name} must be a non-negative number of seconds, got {v!r}",
                                            argument=name)
         check_int(self.group_max_size, "group_max_size")
+        check_int(self.max_stuck_threads, "max_stuck_threads", minimum=1)
         if self.heartbeat_interval >= self.lease_duration:
             raise InvalidArgumentError("heartbeat_interval must be shorter than lease_duration, or leases lapse",
                                        argument="heartbeat_interval")

@@ -22,6 +22,7 @@ from asynqpy.embedded import EmbeddedServer, answers, free_port, port_is_free, s
 from asynqpy.errors import UsageError
 from asynqpy.plugins import DevContext, dev_addons
 from asynqpy.server import Server
+from asynqpy.terminal import say
 
 log = logging.getLogger("asynqpy")
 
@@ -66,7 +67,7 @@ def run_dev(args: argparse.Namespace, stop: threading.Event | None = None) -> in
                 lines.append(f"  Producer:  about {args.rate:g} demo tasks a second: emails, reports, CRM syncs "
                              "and scheduled cleanups")
             lines += _start_addons(args, redis.url, state.path, cleanup)
-        print("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
+        say("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
         _wait(stop, activity, getattr(args, "activity_every", 10.0))
     log.info("stopped")
     return 0

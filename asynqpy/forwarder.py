@@ -1,4 +1,8 @@
-"""Forwarder: moves due scheduled and retry tasks to pending, sleeping exactly until the next one is due."""
+"""Forwarder: moves due scheduled and retry tasks to pending, sleeping exactly until the next one is due.
+
+Due is judged by the Redis server's clock inside the forward script, never by this machine's: the script
+reports the next due time and its own now, so the sleep is their difference and this clock never enters.
+"""
 
 from __future__ import annotations
 
@@ -29,22 +33,24 @@ class Forwarder(Loop):
 
     async def run_once(self) -> float | None:
         queues = list(self.rt.config.queues)
-        now = time.time()
-        results = await self.rt.runner.run_many([broker.forward(q, now=now, batch=BATCH) for q in queues])
-        moved, due = 0, []
+        sent = time.monotonic()
+        results = await self.rt.runner.run_many([broker.forward(q, batch=BATCH) for q in queues])
+        # The scripts ran about half the round trip ago: their waits count from then.
+        elapsed = (time.monotonic() - sent) / 2
+        moved, waits = 0, []
         full = False
         for res in results:
             if isinstance(res, Exception):
                 raise res
-            n, nxt = res
+            n, nxt, now = res
             moved += n
             full = full or n >= BATCH
             if nxt is not None:
-                due.append(nxt)
+                waits.append(nxt - now)
         if moved:
             self.on_forwarded()
         if full:
             return 0
-        if not due:
+        if not waits:
             return self.interval
-        return min(self.interval, max(0.0, min(due) - time.time() + OVERSHOOT))
+        return min(self.interval, max(0.0, min(waits) - elapsed + OVERSHOOT))

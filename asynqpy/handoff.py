@@ -12,7 +12,7 @@ from redis.crc import key_slot
 
 from asynqpy.connection import aconnect, is_cluster
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.failures import is_transient
+from asynqpy.rdb.failures import TroubleLog
 from asynqpy.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class HandoffListener:
         self._stop = False
         self._tasks: list[asyncio.Task[None]] = []
         self._withdrawing: set[asyncio.Task[None]] = set()
+        self.trouble = TroubleLog("handoff")
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(lane.run(), name=f"asynqpy-handoff-{i}")
@@ -78,24 +79,23 @@ class HandoffListener:
         try:
             for q in queues:
                 await self.rt.aredis.zrem(keys.waiters(q), self.rt.server_id)
-        except Exception as exc:  # the registration lapses by itself (REGISTRATION_TTL)
-            if not is_transient(exc):
-                raise
-            log.debug("handoff: could not withdraw: %s", exc)
+        except Exception as exc:  # it lapses by itself (REGISTRATION_TTL); the lanes give back what comes meanwhile
+            self.trouble.note(exc, "withdrawing the registration")
 
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
         self._stop = True
-        for t in self._tasks:
-            await t
-        try:
-            for lane in self.lanes:
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for lane in self.lanes:
+            try:
                 await lane.unregister()
+            except Exception as exc:
+                log.warning("handoff: could not withdraw at stop (%s); it lapses in %.0f s", exc, REGISTRATION_TTL)
+            try:
                 await lane.requeue_leftovers()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            log.warning("handoff: could not withdraw at stop (%s); tasks handed over now are recovered by lease", exc)
+            except Exception as exc:
+                log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
+                            "their leases lapse", exc)
         await self.conn.aclose()
 
 
@@ -110,29 +110,35 @@ class _Lane:
         self.queues = queues
         self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
         self._registered_until = 0.0
+        # Until when producers may hand us tasks (0: none can): a registration we could not withdraw lasts to its
+        # expiry; until a drain after that has succeeded, a full lane gives back what its boxes hold.
+        self._live_until = 0.0
         self._pruned_at = 0.0
+        self.trouble = TroubleLog(f"handoff lane {','.join(queues)}")
 
     async def run(self) -> None:
-        backoff = 0.05
         while not self.owner._stop:
             try:
                 await self._once()
-                backoff = 0.05
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                log.debug("handoff: redis unreachable: %s", exc)
+            except Exception as exc:  # transient trouble or a bug: the lane goes on after a back-off
+                self.trouble.note(exc)
                 self._registered_until = 0.0
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await asyncio.sleep(self.trouble.delay())
+            else:
+                self.trouble.ok()
 
     async def _once(self) -> None:
-        if not self.processor.wants_tasks():
+        if not await self.processor.room_after_fetch():  # (a dequeue in flight may leave slots free)
             if self._registered_until:
                 await self.unregister()
+            if self._live_until:  # full, yet tasks may come: give them back to their queue
+                lapsed = time.time() > self._live_until + 1  # (a producer's script may run a moment late)
+                await self.requeue_leftovers()
+                if lapsed:  # drained after the registration lapsed: nothing more can come
+                    self._live_until = 0.0
             await self.processor.wait_for_slot(BLOCK)
             return
-        now = time.time()
+        now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
         if self._registered_until - now < REGISTRATION_TTL / 2:
             await self._register(now + REGISTRATION_TTL)
         item = await self.conn.blpop(list(self.boxes), timeout=BLOCK)
@@ -142,9 +148,14 @@ class _Lane:
         self._registered_until = 0.0  # the script consumed our registration for that queue
         q = self.boxes[box.decode()]  # type: ignore[union-attr]
         tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
-        if not self.processor.wants_tasks():
-            # Another lane filled the last slot meanwhile: give the task back to the front of its queue.
-            await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
+        if not await self.processor.room_after_fetch():
+            # The fetch or another lane filled the last slot meanwhile: back to the front of its queue.
+            try:
+                await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
+            except Exception:
+                await self.conn.lpush(box, value)  # back in its list, where the next drain finds it
+                self._live_until = self._live_until or time.time()
+                raise
             return
         self.processor.start_task(q, tid, data)
         await asyncio.sleep(0)  # let the handler start before this loop registers again
@@ -156,6 +167,7 @@ class _Lane:
             pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.exact(until)})
             if prune:  # long-dead ones
                 pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))
+        self._live_until = max(self._live_until, until)  # counts from sending: the ZADD may apply unanswered
         await pipe.execute()
         if prune:
             self._pruned_at = until
@@ -167,9 +179,10 @@ class _Lane:
             pipe.zrem(keys.waiters(q), self.rt.server_id)
         await pipe.execute()
         self._registered_until = 0.0
+        self._live_until = min(self._live_until, time.time()) if self._live_until else 0.0
 
     async def requeue_leftovers(self) -> None:
-        for box, q in self.boxes.items():
-            while (value := await self.conn.lpop(box)) is not None:
-                tid, _ = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
-                await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
+        """Give every task in this lane's hand-off lists back to the front of its queue, one script call each."""
+        for q in self.queues:
+            while await self.rt.runner.run(broker.requeue_handoff(q, self.rt.server_id, now=time.time())) is not None:
+                pass

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from asynqpy.loop import Loop
 from asynqpy.rdb import broker, keys, state
+from asynqpy.rdb import clock as redis_clock
 from asynqpy.rdb.failures import Degraded
 from asynqpy.rdb.scripts import Call
 from asynqpy.runtime import Runtime
@@ -32,9 +33,11 @@ class Heartbeat(Loop):
         self.interval = rt.config.heartbeat_interval
         self.cancel = cancel
         self.held = held  # ids acknowledged in memory but not yet written
+        self._warned_offset: float | None = None  # the clock offset last warned about
 
     async def run_once(self) -> float | None:
         self._cancel_lapsed()
+        await self._measure_clock()
         now = time.time()
         expiry = now + self.rt.config.lease_duration
         ttl = max(2, math.ceil(2 * self.rt.config.heartbeat_interval))
@@ -42,8 +45,10 @@ class Heartbeat(Loop):
         for tid, at in self.rt.active.items():
             by_queue[at.queue].append(tid)
         calls: list[Call[int]] = [state.extend_leases(q, ids, score=broker.due(expiry)) for q, ids in by_queue.items()]
-        calls += [state.index_add(keys.SERVERS, self.rt.server_key, score=broker.due(now + ttl)),
-                  state.index_add(keys.WORKERS, self.rt.workers_key, score=broker.due(now + ttl))]
+        # Inspectors judge liveness by their clocks, which should agree with Redis's: the expiry is by Redis's.
+        alive_until = broker.due(self.rt.redis_now() + ttl)
+        calls += [state.index_add(keys.SERVERS, self.rt.server_key, score=alive_until),
+                  state.index_add(keys.WORKERS, self.rt.workers_key, score=alive_until)]
         for res in await self.rt.runner.run_many(calls):
             if isinstance(res, Exception):
                 raise res
@@ -63,7 +68,8 @@ class Heartbeat(Loop):
         d = self.degraded_now()
         status, kind, since = ("ok", "", 0) if d is None else \
             (d.describe(), d.kind, int(now - (time.monotonic() - d.since)))
-        return state.write_server_health(self.rt.health_key, ttl=ttl, status=status, kind=kind, since=since)
+        return state.write_server_health(self.rt.health_key, ttl=ttl, status=status, kind=kind, since=since,
+                                         clock_offset=self.rt.clock_offset, stuck_threads=len(self.rt.stuck))
 
     async def write_state(self) -> None:
         """Write the server and workers info now (at start), not at the first beat; Redis trouble is logged."""
@@ -72,6 +78,20 @@ class Heartbeat(Loop):
             self.last_ok = time.monotonic()
         except Exception as exc:
             self.trouble.note(exc, "could not write server state")
+
+    async def _measure_clock(self) -> None:
+        """Measure this machine's clock against Redis's (one TIME round trip) and keep it in the runtime (the
+        health note publishes it); warn when it is more than a second off, once, and again when it has changed
+        by more than half a second since."""
+        measured = await redis_clock.measure(self.rt.runner)
+        self.rt.clock_offset = measured.offset
+        warned = self._warned_offset
+        if abs(measured.offset) > redis_clock.WARN_OFFSET and (
+                warned is None or abs(measured.offset - warned) > redis_clock.WARN_OFFSET / 2):
+            self._warned_offset = measured.offset
+            log.warning("server %s: this machine's clock is %s (measured over a %.0f ms round trip); due times "
+                        "follow Redis's clock, but fix the clock (NTP)", self.rt.server_id,
+                        redis_clock.describe(measured.offset), measured.round_trip * 1000)
 
     def _cancel_lapsed(self) -> None:
         now = time.time()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -19,6 +20,9 @@ Handler = Callable[[ReceivedTask], Any]
 AsyncHandler = Callable[[ReceivedTask], Awaitable[Any]]
 # A middleware gets the task and the next step, and must await call_next(task) to go on.
 Middleware = Callable[[ReceivedTask, AsyncHandler], Awaitable[Any]]
+# Task types whose route is remembered (least recently used go first): a worker fed unbounded distinct types
+# (ids in the type, a typo loop) keeps a bounded cache; the handlers themselves are wrapped once per pattern.
+ROUTE_CACHE_SIZE = 4096
 
 
 class ServeMux:
@@ -74,29 +78,55 @@ class ServeMux:
 
     def resolve(self, task_type: str) -> Handler | None:
         """The handler for task_type: exact pattern first, else the longest pattern that is a prefix."""
-        fn = self._routes.get(task_type)
-        if fn is not None:
-            return fn
+        pattern = self._pattern_for(task_type)
+        return self._routes[pattern] if pattern else None
+
+    def compile(self, run_sync: Callable[[Handler, ReceivedTask], Awaitable[Any]]) -> AsyncHandler:
+        """One async callable that routes, runs plain functions through run_sync, and applies middleware."""
+        router = _Router(self, run_sync)
+        chain: AsyncHandler = router
+        for mw in reversed(self._middleware):
+            chain = functools.partial(_step, mw, chain)
+        return chain
+
+    def _pattern_for(self, task_type: str) -> str | None:
+        if task_type in self._routes:
+            return task_type
         best = ""
         for p in self._routes:
             if task_type.startswith(p) and len(p) > len(best):
                 best = p
-        return self._routes[best] if best else None
+        return best or None
 
-    def compile(self, run_sync: Callable[[Handler, ReceivedTask], Awaitable[Any]]) -> AsyncHandler:
-        """One async callable that routes, runs plain functions through run_sync, and applies middleware."""
-        cache: dict[str, AsyncHandler] = {}
 
-        async def route(task: ReceivedTask) -> Any:
-            call = cache.get(task.type)
-            if call is None:
-                call = cache[task.type] = _as_async(self.resolve(task.type), run_sync)
-            return await call(task)
+class _Router:
+    """Routes a task to its pattern's handler: one wrapped handler per pattern, and an LRU of at most
+    ROUTE_CACHE_SIZE task types to their pattern (the longest-prefix search is not repeated per task)."""
 
-        chain: AsyncHandler = route
-        for mw in reversed(self._middleware):
-            chain = functools.partial(_step, mw, chain)
-        return chain
+    def __init__(self, mux: ServeMux, run_sync: Callable[[Handler, ReceivedTask], Awaitable[Any]]) -> None:
+        self.mux = mux
+        self.types: OrderedDict[str, AsyncHandler] = OrderedDict()
+        self.wrapped: dict[str | None, AsyncHandler] = {None: _as_async(None, run_sync)}
+        for p, fn in mux._routes.items():
+            self.wrapped[p] = _as_async(fn, run_sync)
+        self.run_sync = run_sync
+
+    def handler_for(self, task_type: str) -> AsyncHandler:
+        call = self.types.get(task_type)
+        if call is not None:
+            self.types.move_to_end(task_type)
+            return call
+        pattern = self.mux._pattern_for(task_type)
+        call = self.wrapped.get(pattern)
+        if call is None:  # a pattern registered after compile()
+            call = self.wrapped[pattern] = _as_async(self.mux._routes[pattern] if pattern else None, self.run_sync)
+        self.types[task_type] = call
+        if len(self.types) > ROUTE_CACHE_SIZE:
+            self.types.popitem(last=False)
+        return call
+
+    async def __call__(self, task: ReceivedTask) -> Any:
+        return await self.handler_for(task.type)(task)
 
 
 async def _step(mw: Middleware, nxt: AsyncHandler, task: ReceivedTask) -> Any:

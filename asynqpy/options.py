@@ -112,8 +112,10 @@ class EnqueueOptions:
     """The resolved options of one enqueue, as the broker writes them. Times are Unix seconds; durations seconds.
 
     timeout: 1800 when neither timeout nor deadline is given, else 0 if not given. deadline: 0 (none).
-    process_at: 0 means now. unique_ttl: 0 (not unique). group: "" (no aggregation). durable: None (done once
-    the primary has the task); a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it.
+    process_at: 0 means now. process_in: the delay when process_in was given (0: none); the broker sends it,
+    not process_at (its estimate by this machine's clock), so that the due time is by Redis's clock.
+    unique_ttl: 0 (not unique). group: "" (no aggregation). durable: None (done once the primary has the task);
+    a Durability makes the enqueue wait (Redis WAIT) until that many replicas have it.
     """
 
     queue: str
@@ -126,6 +128,7 @@ class EnqueueOptions:
     retention: int
     group: str
     durable: Durability | None = None
+    process_in: float = 0.0
 
 
 def _check_timeout(value: Duration, name: str) -> None:
@@ -215,7 +218,7 @@ class TaskOptions:
         """The broker's form of these options at time now (Unix seconds): absolute times, whole seconds,
         asynq's defaults, and an id (task_id, else this one's, else a new UUIDv4)."""
         now = time.time() if now is None else now
-        at = 0.0
+        at = delay = 0.0
         if self.process_in is not None:
             delay = seconds(self.process_in, "process_in")
             at = now + delay if delay > 0 else 0.0
@@ -231,7 +234,7 @@ class TaskOptions:
             unique_ttl=int(seconds(self.unique, "unique")) if self.unique is not None else 0,
             task_id=task_id or self.task_id or new_task_id(),
             retention=int(seconds(self.retention, "retention")) if self.retention is not None else 0,
-            group=self.group or "", durable=check_durable(self.durable),
+            group=self.group or "", durable=check_durable(self.durable), process_in=delay,
         )
 
 

@@ -7,21 +7,22 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
+from asynqpy.fetch import Dequeued, dequeue_for
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
 from asynqpy.rdb import broker
-from asynqpy.rdb.failures import is_transient
+from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient
 from asynqpy.rdb.scripts import Call
 from asynqpy.retry import failure_call
 from asynqpy.runtime import ActiveTask, Runtime
 from asynqpy.syncer import Syncer
 from asynqpy.task import ReceivedTask
+from asynqpy.threads import HandlerThreads
 from asynqpy.wire import TaskMessage, decode_task_message
 
 log = logging.getLogger("asynqpy")
@@ -32,7 +33,6 @@ ERR_DEADLINE = "context deadline exceeded"
 ERR_CANCELED = "context canceled"
 ERR_LEASE = "asynq: task lease expired"
 
-Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
 
 
 def error_text(exc: BaseException) -> str:
@@ -62,8 +62,14 @@ class Processor:
         self.syncer = syncer
         self.on_retry = on_retry
         self.handler = mux.compile(self._run_sync)
-        self.pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency, thread_name_prefix="asynqpy-handler")
+        self.threads = HandlerThreads(self.cfg.concurrency, on_stuck=self._stuck_changed, stuck=rt.stuck)
         self.running = 0
+        self._reserved = 0  # slots the dequeue in flight may fill: hand-off lanes must not take them meanwhile
+        self._fetched = asyncio.Event()
+        self._fetched.set()
+        self._stopping = asyncio.Event()
+        self.trouble = TroubleLog("processor")  # the fetch loop's
+        self.write_trouble = TroubleLog("processor")  # writes of task outcomes
         self._slot = asyncio.Event()
         self._wake = asyncio.Event()
         self._fetching = True
@@ -83,9 +89,34 @@ class Processor:
         """False once the fetch loop ended while the server still meant to fetch (a bug killed it)."""
         return self._fetch_task is None or not self._fetch_task.done() or not self._fetching
 
+    @property
+    def degraded(self) -> Degraded | None:
+        """The Redis trouble fetching, hand-off or outcome writes meet now (the oldest), None when there is none."""
+        found = [t.degraded for t in (self.trouble, self.write_trouble, self.handoff.trouble,
+                                      *(lane.trouble for lane in self.handoff.lanes)) if t.degraded is not None]
+        return min(found, key=lambda d: d.since) if found else None
+
+    @property
+    def stuck(self) -> int:
+        """Handler threads still running after their task was given up (timed out, cancelled or requeued)."""
+        return len(self.threads.stuck)
+
+    @property
+    def too_many_stuck(self) -> bool:
+        """True once max_stuck_threads handler threads are stuck: the worker takes no tasks, and is not ready."""
+        return self.stuck >= self.cfg.max_stuck_threads
+
     def wants_tasks(self) -> bool:
-        """True while fetching and a worker slot is free."""
-        return self._fetching and not self._paused and self.running < self.cfg.concurrency
+        """True while fetching and a worker slot is free (not reserved by a dequeue in flight)."""
+        return (self._fetching and not self._paused and not self.too_many_stuck
+                and self.running + self._reserved < self.cfg.concurrency)
+
+    async def room_after_fetch(self) -> bool:
+        """wants_tasks(), once the dequeue in flight (if any) has started what it got: a hand-off lane that got a
+        task while the fetch had reserved the free slots asks this before giving the task back."""
+        if self._reserved:
+            await self._fetched.wait()
+        return self.wants_tasks()
 
     async def wait_for_slot(self, timeout: float) -> None:
         """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""
@@ -110,30 +141,34 @@ class Processor:
     # fetching
 
     async def _fetch_loop(self) -> None:
-        backoff = 0.05
         while self._fetching:
             free = self.cfg.concurrency - self.running
-            if free <= 0 or self._paused:
+            if free <= 0 or self._paused or self.too_many_stuck:
                 self._slot.clear()
-                await self._wait(self._slot, self.cfg.idle_poll_interval if self._paused else None)
+                await self._wait(self._slot, None if free <= 0 else self.cfg.idle_poll_interval)
                 continue
             self._wake.clear()
+            self._reserved, got = free, []
+            self._fetched.clear()
             try:
                 got = await self._dequeue(free)
-                backoff = 0.05
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                log.warning("processor: redis unreachable: %s", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+            except Exception as exc:  # transient trouble or a bug: either way fetching goes on, after a back-off
+                self.trouble.note(exc, "fetch")
+                await self._wait(self._stopping, self.trouble.delay())
                 continue
+            finally:
+                self._reserved = 0
+                self._fetched.set()
+            self.trouble.ok()
             if not got:
                 await self._wait(self._wake, self.cfg.idle_poll_interval)
                 continue
-            now = time.time()
+            now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since in got:
-                self._start(q, tid, data, max(0.0, now - since) if since else None)
+                try:
+                    self._start(q, tid, data, max(0.0, now - since) if since else None)
+                except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
+                    log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
@@ -144,39 +179,8 @@ class Processor:
             pass
 
     async def _dequeue(self, free: int) -> list[Dequeued]:
-        expiry = time.time() + self.cfg.lease_duration
-        if self.cfg.strict_priority or len(self.cfg.queues) == 1:
-            got: list[Dequeued] = []
-            for q in self.cfg.queue_order():
-                rows = await self.rt.runner.run(broker.dequeue_timed(q, lease_expiry=expiry, count=free - len(got)))
-                got += [(q, tid, data, since) for tid, data, since in rows]
-                if len(got) >= free:
-                    break
-            return got
-        # Weighted: every queue gets a share of the free slots (at least one while slots last, in asynq's
-        # weighted random order), all fetched in one pipelined round trip.
-        order = self.cfg.queue_order()
-        if free < len(order):
-            shares = [1] * free + [0] * (len(order) - free)
-        else:
-            shares = [1 + x for x in _split(free - len(order), [self.cfg.queues[q] for q in order])]
-        out = await self._dequeue_shares(order, shares, expiry)
-        for q in order[free:] if not out else []:  # the queues that got no share, one at a time
-            out = await self._dequeue_shares([q], [free], expiry)
-            if out:
-                break
-        return out
-
-    async def _dequeue_shares(self, order: list[str], shares: list[int], expiry: float) -> list[Dequeued]:
-        pairs = zip(order, shares, strict=True)
-        calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
-        results = await self.rt.runner.run_many([c for _, c in calls])
-        out: list[Dequeued] = []
-        for (q, _), res in zip(calls, results, strict=True):
-            if isinstance(res, Exception):
-                raise res
-            out += [(q, tid, data, since) for tid, data, since in res]
-        return out
+        return await dequeue_for(self.rt.runner, self.cfg, free, lease_expiry=time.time() + self.cfg.lease_duration,
+                                 trouble=self.trouble)
 
     # running
 
@@ -186,7 +190,7 @@ class Processor:
             msg = decode_task_message(data, queue=q, task_id=tid)
         except MalformedTaskError as exc:
             log.error("processor: task %s in queue %s is not a valid message; archiving it", tid, q)
-            self._write(broker.archive(q, tid, data, now=now, note=str(exc)), what="archive malformed")
+            self._write(broker.archive(q, tid, data, now=now, note=str(exc)), what="archive malformed", task_id=tid)
             return
         deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
@@ -200,7 +204,13 @@ class Processor:
             self.handoff.withdraw()  # full: no more hand-offs, not even while its lanes block
 
     async def _run_sync(self, fn: Handler, task: ReceivedTask) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, task)
+        return await self.threads.run(fn, task)
+
+    def _stuck_changed(self) -> None:
+        self._slot.set()  # the fetch loop looks again: past max_stuck_threads it stops, below it goes on
+        if self.too_many_stuck:
+            log.error("processor: %d handler threads are stuck (max_stuck_threads %d): taking no new tasks, and "
+                      "reporting not ready so that this worker is replaced", self.stuck, self.cfg.max_stuck_threads)
 
     async def _execute(self, at: ActiveTask) -> None:
         outcome: BaseException | None = None
@@ -220,9 +230,15 @@ class Processor:
             self._slot.set()
         if outcome is not None:
             at.received.cancel()
-        await self._finish(at, outcome)
-        if self.running == 0:
-            self._idle.set()
+        try:
+            await self._finish(at, outcome)
+        except Exception as exc:  # a bug while recording the outcome: the task must not stay active for good
+            log.error("processor: recording the outcome of task %s failed; its lease lapses and the recoverer "
+                      "retries it: %s", at.msg.id, exc, exc_info=exc)
+            self.rt.active.pop(at.msg.id, None)
+        finally:
+            if self.running == 0:
+                self._idle.set()
 
     def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
         hooks = self.cfg.outcome_hooks
@@ -258,11 +274,12 @@ class Processor:
     async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:
         msg, q = at.msg, at.queue
         await self._report(at, exc)
-        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=time.time(), skip=skip)
+        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=self.rt.redis_now(),
+                                      skip=skip)  # the retry is due by Redis's clock
         canceled = isinstance(exc, _StopRequested) and exc.reason == "canceled"
         self._outcome(at, "canceled" if canceled else "archived" if decision.archive else "retry", err)
-        await self._write_now(call, what=call.script.name)
-        self.rt.active.pop(msg.id, None)
+        await self._write_now(call, what=call.script.name, task_id=msg.id)
+        self.rt.active.pop(msg.id, None)  # written, or held by the syncer: nobody renews its lease any more
         if not decision.archive:
             self.on_retry()
 
@@ -277,16 +294,24 @@ class Processor:
         except Exception:
             log.exception("processor: error_handler raised")
 
-    async def _write_now(self, call: Call[object], *, what: str) -> None:
+    async def _write_now(self, call: Call[object], *, what: str, task_id: str) -> None:
+        """Run a task's state write now; on transient trouble hand it to the syncer (held until the task's lease
+        would lapse); a write that fails as a bug is logged, and the recoverer retries the task after its lease."""
         try:
             await self.rt.runner.run(call)
         except Exception as exc:
-            if not is_transient(exc):
-                raise
-            self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what)
+            if is_transient(exc):
+                self.write_trouble.note(exc, f"{what} of task {task_id} held for the syncer")
+                self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what,
+                                task_ids=(task_id,))
+            else:
+                log.error("processor: %s of task %s failed (%s: %s); the recoverer retries it once its lease lapses",
+                          what, task_id, type(exc).__name__, exc)
+        else:
+            self.write_trouble.ok()
 
-    def _write(self, call: Call[object], *, what: str) -> None:
-        t = asyncio.create_task(self._write_now(call, what=what))
+    def _write(self, call: Call[object], *, what: str, task_id: str) -> None:
+        t = asyncio.create_task(self._write_now(call, what=what, task_id=task_id))
         self._writes.add(t)  # keep a reference until it is done
         t.add_done_callback(self._writes.discard)
 
@@ -303,27 +328,35 @@ class Processor:
         return True
 
     async def stop(self) -> None:
-        """Stop fetching, let handlers finish within shutdown_timeout, then requeue what is still running."""
+        """Stop fetching, let handlers finish within shutdown_timeout, then requeue what is still running. Every
+        step runs even if one before it failed (each failure is logged)."""
         self._fetching = False
+        self._stopping.set()
         self._wake.set()
         self._slot.set()
         if self._fetch_task is not None:
-            await self._fetch_task
-        await self.handoff.stop()
+            await asyncio.gather(self._fetch_task, return_exceptions=True)
+        try:
+            await self.handoff.stop()
+        except Exception as exc:
+            log.error("processor: stopping the hand-off listener failed: %s", exc, exc_info=exc)
         try:
             await asyncio.wait_for(self._idle.wait(), self.cfg.shutdown_timeout)
         except TimeoutError:
             pass
         left = [at for at in self.rt.active.values() if at.handle is not None and not at.handle.done()]
         for at in left:
-            self.cancel(at.msg.id, "shutdown")
+            self.cancel(at.msg.id, "shutdown")  # its result writes are refused from now on (task.cancel())
         if left:
             await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
             log.info("processor: requeueing %d unfinished task(s)", len(left))
             for at in left:
-                await self._write_now(broker.requeue(at.queue, at.msg.id, now=time.time()), what="requeue")
+                await self._write_now(broker.requeue(at.queue, at.msg.id, now=time.time()), what="requeue",
+                                      task_id=at.msg.id)
                 self.rt.active.pop(at.msg.id, None)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        # Handler threads still running are daemons: once their tasks are requeued the process may exit without
+        # them (it must not finish a task that another worker now runs).
+        self.threads.close()
 
 
 class _StopRequested(Exception):
@@ -334,16 +367,3 @@ class _StopRequested(Exception):
 
 class _DeadlineExceeded(Exception):
     pass
-
-
-def _split(n: int, weights: list[int]) -> list[int]:
-    """n slots shared by weight (largest remainder)."""
-    total = sum(weights)
-    if n <= 0:
-        return [0] * len(weights)
-    exact = [n * w / total for w in weights]
-    shares = [int(x) for x in exact]
-    left = n - sum(shares)
-    for i in sorted(range(len(weights)), key=lambda i: shares[i] - exact[i])[:left]:
-        shares[i] += 1
-    return shares

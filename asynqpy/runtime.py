@@ -46,6 +46,9 @@ class Runtime:
     started: float = field(default_factory=time.time)
     status: str = "new"
     active: dict[str, ActiveTask] = field(default_factory=dict)
+    # Redis's clock minus this machine's (s), measured at every heartbeat; None until the first one.
+    clock_offset: float | None = None
+    stuck: dict[str, float] = field(default_factory=dict)  # task id -> monotonic time a still-running handler lost it
 
     def __post_init__(self) -> None:
         self.aredis = aconnect(self.redis_url, health_check_interval=15)
@@ -53,6 +56,10 @@ class Runtime:
         # Result writes come from handler threads as well as the loop: a thread-safe sync pool.
         self.sredis = connect(self.redis_url)
         self.srunner = SyncRunner(self.sredis)
+
+    def redis_now(self) -> float:
+        """Redis's time estimated from this machine's clock and the measured offset (Unix s)."""
+        return time.time() + (self.clock_offset or 0.0)
 
     @property
     def server_key(self) -> str:

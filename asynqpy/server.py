@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asynqpy.acker import Acker
@@ -21,7 +22,7 @@ from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
-from asynqpy.rdb.failures import Degraded, reaching
+from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient, reaching
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
@@ -108,12 +109,17 @@ class Server:
             return False, False, "loops stopped: " + ", ".join(dead)
         if rt.status != "active":
             return True, False, f"server is {rt.status}"
+        if proc.too_many_stuck:
+            return True, False, (f"{proc.stuck} handler threads stuck past their tasks (max_stuck_threads "
+                                 f"{self.config.max_stuck_threads}): taking no tasks")
         stale = time.monotonic() - hb.last_ok > 3 * self.config.heartbeat_interval + 1
         trouble = self.degraded()
         if trouble is not None:
             return True, not stale, trouble.describe()
         if stale:
             return True, False, "Redis not reached by the last heartbeats"
+        if proc.stuck:
+            return True, True, f"ok; {proc.stuck} handler thread(s) stuck past their tasks"
         return True, True, "ok"
 
     def degraded(self) -> Degraded | None:
@@ -207,16 +213,31 @@ class Server:
         loop.add_signal_handler(signal.SIGTSTP, on_tstp)
 
     async def _shutdown(self, rt: Runtime, loops: list[Loop], processor: Processor, heartbeat: Heartbeat) -> None:
+        """Every step runs, whatever the one before it met (each failure is logged): the server's keys must
+        leave asynq:servers even after Redis trouble."""
         rt.status = "stopped"
         log.info("stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
                  processor.running)
-        await processor.stop()
+        await _step("stopping the processor", processor.stop)
         for lp in reversed(loops):  # the acker and syncer stop last, each after a final flush
-            await lp.stop()
+            await _step(f"stopping the {lp.name}", lp.stop)
         rt.status = "closed"
-        try:
-            await heartbeat.clear()
-        except Exception as exc:  # Redis away at shutdown: the keys expire by TTL
-            log.warning("could not clear server state: %s", exc)
-        await rt.close()
+        await _step("clearing the server state", heartbeat.clear, tries=5)
+        await _step("closing connections", rt.close)
         log.info("server %s stopped", rt.server_id)
+
+
+async def _step(what: str, fn: Callable[[], Awaitable[object]], *, tries: int = 1) -> None:
+    """One shutdown step; transient Redis trouble is tried again (at most `tries` times, with back-off)."""
+    trouble = TroubleLog("server")
+    for attempt in range(1, tries + 1):
+        try:
+            await fn()
+            return
+        except Exception as exc:
+            if attempt < tries and is_transient(exc):
+                trouble.note(exc, what)
+                await asyncio.sleep(trouble.delay())
+                continue
+            log.error("%s failed: %s: %s", what, type(exc).__name__, exc, exc_info=not is_transient(exc))
+            return

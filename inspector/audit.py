@@ -1,54 +1,62 @@
-"""The tamper-evident audit log: hash-chained records in the capped Redis stream asynqpy:{audit}.
+"""The tamper-evident audit log of actions: records chained by HMAC in the Redis stream asynqpy:{audit}.
 
 Each record is one stream entry whose field ``r`` holds the record as canonical JSON (sorted keys, no spaces).
-A record carries ``seq`` (1, 2, 3, ... across the log's life), ``prev`` (the hash of the record before it,
-"" for the first) and ``hash`` (SHA-256 of the canonical JSON of every other field). The head of the chain
-(hash, seq and stream id of the newest record) is kept in asynqpy:{audit}:head, and a record is appended by
-one Lua script that checks the head is still the one it was hashed against, so concurrent writers (every
-gunicorn worker) build one chain. ``verify()`` walks the stream and names the first record that was edited,
-removed or reordered; the oldest records trimmed by the cap (XADD MAXLEN) are not a break.
+A record carries ``seq`` (1, 2, 3, ... across the log's life), ``prev`` (the MAC of the record before it, ""
+for the first) and ``mac``: HMAC-SHA256, under a key kept outside Redis (inspector.auditkey), of the canonical
+JSON of every other field. The head (mac, seq and stream id of the newest record) is kept in
+asynqpy:{audit}:head, and a record is appended by one Lua script that checks the head is still the one it was
+chained to, so concurrent writers (every gunicorn worker) build one chain. Each append also moves the anchor
+file (the newest seq and MAC, outside Redis) forward, and the JSON line of every record goes to the
+``asynqpy.audit`` logger of the dashboard.
 
-Used by webui (through ``AuditLog(inspector.redis)``) and by ``asynqpy audit ls|verify``.
+Nothing leaves the stream silently: past the cap, the oldest records are first appended to the spill file
+(JSON lines) and then trimmed by a checkpoint record (action ``audit.checkpoint``, ``keep_from`` the first seq
+kept) written in the same Lua step. inspector.auditverify checks all of it. Refused and failed requests are
+not here: they are counted apart (inspector.auditrefused), so no flood of them can push an action out.
+
+Used by webui (``AuditLog.open(...)``) and by ``asynqpy audit ls|verify|refused``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import logging
+import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import redis
 
-from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError
-from asynqpy.rdb.scripts import Call, SyncRunner
+from asynqpy.errors import AsynqError, InvalidArgumentError
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.syncdoor import SyncDoor
+from inspector.auditkey import ANCHOR_FILE, SPILL_FILE, AnchorFile, AuditKeyMissingError, load_key, spill
 from inspector.scripts import script
 
-STREAM = "asynqpy:{audit}"
-HEAD = "asynqpy:{audit}:head"
+log = logging.getLogger("asynqpy.audit")
+STREAM = keys.AUDIT_STREAM
+HEAD = keys.AUDIT_HEAD
+TRIM_LOCK = keys.AUDIT_TRIM_LOCK
+CHECKPOINT = "audit.checkpoint"
 DEFAULT_CAP = 100_000
 MAX_IDS = 100  # task ids kept in one record; the count says how many there were
 MAX_DETAIL = 2000
 OUTCOMES = ("ok", "partial", "failed", "error", "denied", "canceled")  # the usual ones; any short word is kept
 _RETRIES = 50
-
-
-@contextmanager
-def redis_errors() -> Iterator[None]:
-    """Turn redis-py's connection errors into RedisUnavailableError (the layers above never see redis-py)."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailableError(f"Redis is unavailable: {exc}") from exc
+_STREAM_ID = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?")
 
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """One audit record. time: Unix seconds; id: the stream entry id ("" before it is stored)."""
+    """One audit record. time: Unix seconds; id: the stream entry id ("" before it is stored); keep_from: for a
+    checkpoint, the first seq the log still holds (older ones were spilled and trimmed), else 0."""
 
     action: str
     outcome: str
@@ -63,7 +71,8 @@ class AuditRecord:
     request_id: str = ""
     seq: int = 0
     prev: str = ""
-    hash: str = ""
+    keep_from: int = 0
+    mac: str = ""
     id: str = field(default="", compare=False)
 
     @property
@@ -71,17 +80,17 @@ class AuditRecord:
         return datetime.fromtimestamp(self.time, tz=UTC)
 
     def body(self) -> dict[str, Any]:
-        """The hashed fields (everything but hash and id)."""
+        """The fields the MAC covers (everything but mac and id)."""
         d = asdict(self)
-        d.pop("hash")
+        d.pop("mac")
         d.pop("id")
         d["task_ids"] = list(self.task_ids)
         return d
 
     def to_json(self) -> str:
-        """One JSON line: the stored fields plus id and an ISO time, for logs and exports."""
+        """One JSON line: the stored fields plus id and an ISO time, for logs, exports and the spill file."""
         d = self.body()
-        d["hash"] = self.hash
+        d["mac"] = self.mac
         d["id"] = self.id
         d["iso_time"] = self.when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         return json.dumps(d, sort_keys=True, ensure_ascii=False)
@@ -91,9 +100,22 @@ def canonical(d: dict[str, Any]) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def chain_hash(body: dict[str, Any]) -> str:
-    """SHA-256 hex of a record's canonical JSON without its hash (prev is inside, which makes the chain)."""
-    return hashlib.sha256(canonical(body).encode()).hexdigest()
+def record_mac(key: bytes, body: dict[str, Any]) -> str:
+    """HMAC-SHA256 hex of a record's canonical JSON without its mac (prev is inside, which makes the chain)."""
+    return hmac.new(key, canonical(body).encode(), hashlib.sha256).hexdigest()
+
+
+def check_stream_id(value: str, name: str = "before") -> str:
+    """value if it is a stream id a listing can start before ("1700000000000-0" or "1700000000000").
+
+    Raises InvalidArgumentError naming the argument otherwise (0-0: nothing comes before it).
+    """
+    m = _STREAM_ID.fullmatch(value)
+    if m is None or any(int(p) > 2**64 - 1 for p in m.groups() if p is not None):
+        raise InvalidArgumentError(f"{name}: {value[:40]!r} is not a record id (e.g. 1767225600000-0)", argument=name)
+    if int(m.group(1)) == 0 and int(m.group(2) or 0) == 0:
+        raise InvalidArgumentError(f"{name}: no record comes before {value!r}", argument=name)
+    return value
 
 
 @dataclass(frozen=True)
@@ -105,31 +127,17 @@ class AuditPage:
 
 
 @dataclass(frozen=True)
-class ChainBreak:
-    """Where the chain breaks: the stream id and seq of the first bad record, and how (edited, removed,
-    reordered, unreadable, head)."""
+class Trimmed:
+    """What the newest checkpoint says (as the head holds it, for display): records before seq keep_from left
+    the stream; checkpoint_id is that checkpoint's stream id."""
 
-    id: str
-    seq: int
-    kind: str
-    reason: str
+    keep_from: int
+    checkpoint_id: str
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """verify()'s answer: ok, how many records were checked, the first seq checked (older ones were trimmed
-    by the cap), and the first break."""
-
-    ok: bool
-    checked: int
-    first_seq: int
-    last_seq: int
-    broken: ChainBreak | None = None
-
-
-def _parse(entry_id: bytes | str, fields: dict[bytes, bytes]) -> AuditRecord:
+def parse_entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> AuditRecord:
     """The record of one stream entry. Raises ValueError when it is not one of ours."""
-    sid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    sid = _sid(entry_id)
     raw = fields.get(b"r")
     if raw is None:
         raise ValueError(f"entry {sid} has no record field")
@@ -142,34 +150,56 @@ def _parse(entry_id: bytes | str, fields: dict[bytes, bytes]) -> AuditRecord:
             role=str(d.get("role", "")), addr=str(d.get("addr", "")), queue=str(d.get("queue", "")),
             task_ids=tuple(str(x) for x in d.get("task_ids", ())), count=d.get("count"),
             detail=str(d.get("detail", "")), request_id=str(d.get("request_id", "")), seq=int(d["seq"]),
-            prev=str(d.get("prev", "")), hash=str(d.get("hash", "")), id=sid)
+            prev=str(d.get("prev", "")), keep_from=int(d.get("keep_from", 0)), mac=str(d.get("mac", "")), id=sid)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"entry {sid} is not a readable audit record: {exc}") from None
 
 
 class AuditLog:
-    """Appends, lists and verifies the audit chain on a binary redis.Redis connection.
+    """Appends, lists and reads the audit chain on a binary redis.Redis connection, or the door
+    (asynqpy.rdb.syncdoor) of one, through which every command goes.
 
-    cap: the stream keeps at most this many records (the oldest are trimmed). clock: Unix seconds.
-    Every method raises RedisUnavailableError when Redis cannot be reached.
+    key: the HMAC key (None: this log can list but not append). cap: past this many records the oldest are
+    spilled and trimmed by a checkpoint (trimming keeps about 90% of cap). anchor: the anchor file to move
+    forward (None: none). spill_to: the JSON-lines file trimmed records are appended to first (None: only the
+    asynqpy.audit log lines hold them). clock: Unix seconds. Every method raises RedisUnavailableError (the
+    subclass of its kind) for Redis trouble that passes, RedisCommandError for a command Redis refused.
     """
 
-    def __init__(self, connection: redis.Redis, *, cap: int = DEFAULT_CAP,
+    def __init__(self, connection: redis.Redis | SyncDoor, *, key: bytes | None = None, cap: int = DEFAULT_CAP,
+                 anchor: AnchorFile | None = None, spill_to: Path | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise InvalidArgumentError(f"cap must be a positive int, got {cap!r}", argument="cap")
-        self.redis: Any = connection  # binary replies; redis-py types them loosely
-        self.runner = SyncRunner(connection)
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 2:
+            raise InvalidArgumentError(f"cap must be an int of at least 2, got {cap!r}", argument="cap")
+        self.door = SyncDoor.of(connection)
+        self.key = key
         self.cap = cap
+        self.anchor = anchor
+        self.spill_to = spill_to
         self.clock = clock
+
+    @classmethod
+    def open(cls, connection: redis.Redis | SyncDoor, directory: Path, *, writer: bool, cap: int = DEFAULT_CAP,
+             clock: Callable[[], float] = time.time) -> AuditLog:
+        """The log with the key, anchor and spill file of an audit directory (inspector.auditkey). A writer makes
+        the key when there is none.
+
+        Raises AuditKeyMissingError for a reader when there is no key, OSError when the key file cannot be read
+        or made.
+        """
+        key = load_key(directory, create=writer)
+        return cls(connection, key=key, cap=cap, anchor=AnchorFile(directory / ANCHOR_FILE),
+                   spill_to=directory / SPILL_FILE, clock=clock)
 
     def append(self, action: str, *, outcome: str, user: str = "", role: str = "", addr: str = "",
                queue: str | None = None, task_ids: list[str] | tuple[str, ...] | None = None,
                count: int | None = None, detail: str | None = None, request_id: str = "") -> AuditRecord:
-        """Chain and store one record; returns it as stored (with seq, prev, hash and id).
+        """Chain and store one record; returns it as stored (with seq, prev, mac and id). Past the cap, the
+        oldest records are spilled and trimmed by a checkpoint afterwards.
 
-        At most MAX_IDS task ids are kept (count defaults to how many were given). Raises
-        InvalidArgumentError for a blank action or an outcome that is not a short word, RedisUnavailableError.
+        At most MAX_IDS task ids are kept (count defaults to how many were given). Raises InvalidArgumentError
+        for a blank action or an outcome that is not a short word, AuditKeyMissingError without a key,
+        RedisUnavailableError, OSError when the anchor or spill file cannot be written.
         """
         if not action or not isinstance(action, str):
             raise InvalidArgumentError("action must be a non-empty str", argument="action")
@@ -182,21 +212,70 @@ class AuditLog:
         base = AuditRecord(action=action, outcome=outcome, time=round(self.clock(), 6), user=user, role=role,
                            addr=addr, queue=queue or "", task_ids=ids[:MAX_IDS], count=count,
                            detail=(detail or "")[:MAX_DETAIL], request_id=request_id)
-        with redis_errors():
-            head_hash, head_seq = self.redis.hmget(HEAD, "hash", "seq")
-            for _ in range(_RETRIES):
-                prev = head_hash.decode() if head_hash else ""
-                seq = int(head_seq) + 1 if head_seq else 1
-                body = base.body() | {"seq": seq, "prev": prev}
-                digest = chain_hash(body)
-                reply: list[Any] = self.runner.run(Call(script("audit_append"), (STREAM, HEAD),
-                                                        (prev, self.cap, canonical(body | {"hash": digest}), digest,
-                                                         seq), list))
-                if int(reply[0]) == 1:
-                    sid = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-                    return AuditRecord(**{**body, "task_ids": ids[:MAX_IDS], "hash": digest, "id": sid})
-                head_hash, head_seq = self.redis.hmget(HEAD, "hash", "seq")
+        rec, length = self._chain(base)
+        if length > self.cap:
+            try:
+                self._trim(length)
+            except (OSError, AsynqError) as exc:  # nothing was trimmed: the stream stays past the cap until it can
+                log.error("audit log past its cap of %d but not trimmed (no record is dropped unspilled): %s",
+                          self.cap, exc)
+        return rec
+
+    def _chain(self, base: AuditRecord, trim_to: tuple[str, int] | None = None) -> tuple[AuditRecord, int]:
+        """Store base as the next record of the chain (retrying when another writer got there first), move the
+        anchor, and return the record and the stream's length."""
+        if self.key is None:
+            raise AuditKeyMissingError("this audit log has no key to chain records with")
+        keep_id, keep_from = trim_to or ("", 0)
+        head_mac, head_seq = self.door.command("HMGET", HEAD, "mac", "seq")
+        for _ in range(_RETRIES):
+            prev = head_mac.decode() if head_mac else ""
+            seq = int(head_seq) + 1 if head_seq else 1
+            body = base.body() | {"seq": seq, "prev": prev}
+            mac = record_mac(self.key, body)
+            reply: list[Any] = self.door.run(Call(script("audit_append"), (STREAM, HEAD),
+                                                  (prev, canonical(body | {"mac": mac}), mac, seq, keep_id,
+                                                   keep_from), list))
+            if int(reply[0]) == 1:
+                rec = AuditRecord(**{**body, "task_ids": base.task_ids, "mac": mac, "id": _sid(reply[1])})
+                if self.anchor is not None:
+                    try:
+                        self.anchor.advance(seq, mac, rec.id, keep_from or None)
+                    except OSError as exc:  # the record is stored; verify will say the anchor lags behind
+                        log.error("could not move the audit anchor %s to seq %d: %s", self.anchor.path, seq, exc)
+                return rec, int(reply[2])
+            head_mac, head_seq = self.door.command("HMGET", HEAD, "mac", "seq")
         raise AsynqError("the audit log is too busy: could not append a record after many attempts")
+
+    def _trim(self, length: int) -> None:
+        """Spill the oldest records past ~90% of the cap, then trim them by a checkpoint (one writer at a time:
+        the others go on; the next append past the cap tries again)."""
+        if not self.door.command("SET", TRIM_LOCK, b"1", "NX", "EX", 60):
+            return
+        try:
+            keep = self.cap - max(1, self.cap // 10)
+            gone = self.door.command("XRANGE", STREAM, "-", "+", "COUNT", length - keep + 1)
+            if len(gone) < length - keep + 1:
+                return
+            first_kept = gone.pop()
+            records = [parse_entry(sid, f) for sid, f in gone]
+            kept = parse_entry(*first_kept)
+            where = "not spilled: the asynqpy.audit log lines hold them"
+            if self.spill_to is not None:
+                spill(self.spill_to, [r.to_json() for r in records])
+                where = f"spilled to {self.spill_to}"
+            first = records[0].seq if records else kept.seq
+            ckpt = AuditRecord(action=CHECKPOINT, outcome="ok", time=round(self.clock(), 6), count=len(records),
+                               detail=f"records seq {first}..{kept.seq - 1} trimmed by the cap of {self.cap}; "
+                                      f"{where}", keep_from=kept.seq)
+            self._chain(ckpt, trim_to=(kept.id, kept.seq))
+        finally:
+            self.door.command("DEL", TRIM_LOCK)
+
+    def trimmed(self) -> Trimmed | None:
+        """What the newest checkpoint says (from the head; for display), None when nothing was ever trimmed."""
+        keep_from, ckpt = self.door.command("HMGET", HEAD, "keep_from", "ckpt")
+        return Trimmed(int(keep_from), _sid(ckpt)) if keep_from and ckpt else None
 
     def list(self, *, user: str | None = None, action: str | None = None, queue: str | None = None,
              since: float | None = None, until: float | None = None, before: str | None = None,
@@ -205,113 +284,48 @@ class AuditLog:
         and by time (Unix seconds, since inclusive, until exclusive).
 
         Reads at most max_scan entries from before (a stream id, exclusive) back; next_before resumes.
-        Raises InvalidArgumentError for a bad limit, RedisUnavailableError.
+        Raises InvalidArgumentError for a bad limit or before, RedisUnavailableError.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidArgumentError(f"limit must be between 1 and 10000, got {limit!r}", argument="limit")
-        top = f"({before}" if before else "+"
+        top = f"({check_stream_id(before)}" if before else "+"
         out: list[AuditRecord] = []
         scanned = 0
         last_id: str | None = None
-        with redis_errors():
-            while scanned < max_scan:
-                batch = self.redis.xrevrange(STREAM, top, "-", count=min(500, max_scan - scanned))
-                if not batch:
-                    return AuditPage(tuple(out), None)
-                for entry_id, fields in batch:
-                    scanned += 1
-                    try:
-                        rec = _parse(entry_id, fields)
-                    except ValueError:
-                        rec = AuditRecord(action="(unreadable)", outcome="error", time=_id_time(entry_id),
-                                          id=_sid(entry_id))
-                    last_id = rec.id
-                    if _matches(rec, user, action, queue, since, until):
-                        out.append(rec)
-                        if len(out) == limit:
-                            return AuditPage(tuple(out), rec.id)
-                top = f"({last_id}"
+        while scanned < max_scan:
+            batch = self.door.command("XREVRANGE", STREAM, top, "-", "COUNT", min(500, max_scan - scanned))
+            if not batch:
+                return AuditPage(tuple(out), None)
+            for entry_id, fields in batch:
+                scanned += 1
+                try:
+                    rec = parse_entry(entry_id, fields)
+                except ValueError:
+                    rec = AuditRecord(action="(unreadable)", outcome="error", time=_id_time(entry_id),
+                                      id=_sid(entry_id))
+                last_id = rec.id
+                if _matches(rec, user, action, queue, since, until):
+                    out.append(rec)
+                    if len(out) == limit:
+                        return AuditPage(tuple(out), rec.id)
+            top = f"({last_id}"
         return AuditPage(tuple(out), last_id)
 
     def records(self, batch: int = 1000) -> Iterator[tuple[str, dict[bytes, bytes]]]:
         """Every stream entry, oldest first, as (id, raw fields). Raises RedisUnavailableError."""
         start = "-"
-        with redis_errors():
-            while True:
-                entries = self.redis.xrange(STREAM, start, "+", count=batch)
-                for entry_id, fields in entries:
-                    yield _sid(entry_id), fields
-                if len(entries) < batch:
-                    return
-                start = f"({_sid(entries[-1][0])}"
+        while True:
+            entries = self.door.command("XRANGE", STREAM, start, "+", "COUNT", batch)
+            for entry_id, fields in entries:
+                yield _sid(entry_id), fields
+            if len(entries) < batch:
+                return
+            start = f"({_sid(entries[-1][0])}"
 
-    def verify(self) -> Verdict:
-        """Walk the chain oldest first and report the first record that was edited, removed or reordered.
-
-        The oldest record still stored is trusted to start the chain (older ones may have been trimmed by the
-        cap), but its own hash is checked. The newest record must match the head. Raises RedisUnavailableError.
-        """
-        prev: AuditRecord | None = None
-        checked = 0
-        first_seq = 0
-        entries = self.records()
-        for sid, fields in entries:
-            try:
-                rec = _parse(sid, fields)
-            except ValueError as exc:
-                return Verdict(False, checked, first_seq, prev.seq if prev else 0,
-                               ChainBreak(sid, (prev.seq + 1) if prev else 0, "unreadable", str(exc)))
-            checked += 1
-            first_seq = first_seq or rec.seq
-            brk = _check_link(prev, rec)
-            if brk is not None:
-                if brk.kind == "removed" and prev is not None and _seq_later(entries, prev.seq, rec.seq):
-                    brk = ChainBreak(rec.id, rec.seq, "reordered",
-                                     f"record seq {rec.seq} comes before a record between seq {prev.seq} and it")
-                return Verdict(False, checked, first_seq, rec.seq, brk)
-            prev = rec
-        with redis_errors():
-            head_hash, head_seq = self.redis.hmget(HEAD, "hash", "seq")
-        last = prev.seq if prev else 0
-        if head_hash is None and prev is not None:
-            return Verdict(False, checked, first_seq, last, ChainBreak(
-                prev.id, last, "head", f"the chain's head ({HEAD}) is gone, so records after seq {last} may have been "
-                "removed with it"))
-        if head_hash is not None and (prev is None or head_hash.decode() != prev.hash):
-            seq = int(head_seq or 0)
-            return Verdict(False, checked, first_seq, last, ChainBreak(
-                prev.id if prev else "", seq, "removed",
-                f"the newest record should be seq {seq} but the stream ends at seq {last}: "
-                "records after it were removed or the newest was edited"))
-        return Verdict(True, checked, first_seq, last)
-
-
-def _seq_later(entries: Iterator[tuple[str, dict[bytes, bytes]]], low: int, high: int) -> bool:
-    """Whether a later entry holds a seq strictly between low and high (then the gap is a move, not a loss)."""
-    for sid, fields in entries:
-        try:
-            if low < _parse(sid, fields).seq < high:
-                return True
-        except ValueError:
-            continue
-    return False
-
-
-def _check_link(prev: AuditRecord | None, rec: AuditRecord) -> ChainBreak | None:
-    if chain_hash(rec.body()) != rec.hash:
-        return ChainBreak(rec.id, rec.seq, "edited", f"record seq {rec.seq} does not match its hash")
-    if prev is None:
-        return None
-    if rec.prev == prev.hash and rec.seq == prev.seq + 1:
-        return None
-    if rec.seq <= prev.seq:
-        return ChainBreak(rec.id, rec.seq, "reordered", f"record seq {rec.seq} comes after seq {prev.seq}")
-    if rec.seq > prev.seq + 1:
-        missing = rec.seq - prev.seq - 1
-        return ChainBreak(rec.id, rec.seq, "removed",
-                          f"{missing} record(s) missing between seq {prev.seq} and seq {rec.seq}")
-    return ChainBreak(rec.id, rec.seq, "edited",
-                      f"record seq {rec.seq} does not follow seq {prev.seq}: one of them was replaced")
+    def head(self) -> tuple[str | None, int]:
+        """The head's MAC (None when there is no head) and seq. Raises RedisUnavailableError."""
+        mac, seq = self.door.command("HMGET", HEAD, "mac", "seq")
+        return (mac.decode() if mac else None), int(seq or 0)
 
 
 def _matches(rec: AuditRecord, user: str | None, action: str | None, queue: str | None,

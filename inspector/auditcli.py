@@ -1,21 +1,34 @@
-"""`asynqpy audit ls|verify`: read the dashboard's audit log and check its hash chain (see inspector.audit)."""
+"""`asynqpy audit ls|verify|refused`: read the dashboard's audit log, check its chain, list refused requests.
+
+The key and anchor are read from the audit directory (inspector.auditkey: --audit-dir, ASYNQPY_AUDIT_DIR, the
+users file's directory, or the current one); these commands never make a key. Every line printed for people
+goes through asynqpy.terminal.printable, so a hostile user name or queue name cannot drive the terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import UsageError
+from asynqpy.terminal import say
 from inspector.api import Inspector
 from inspector.audit import AuditLog
+from inspector.auditkey import default_dir
+from inspector.auditrefused import RefusedLog
+from inspector.auditverify import Verdict, verify
 
 
-def _log(args: argparse.Namespace) -> tuple[Inspector, AuditLog]:
-    insp = Inspector(getattr(args, "redis_url", None) or default_redis_url())
-    return insp, AuditLog(insp.redis)
+def _inspector(args: argparse.Namespace) -> Inspector:
+    return Inspector(getattr(args, "redis_url", None) or default_redis_url())
+
+
+def _dir(args: argparse.Namespace) -> Path:
+    return Path(args.audit_dir) if getattr(args, "audit_dir", None) else default_dir()
 
 
 def _when(value: str | None, name: str) -> float | None:
@@ -29,51 +42,80 @@ def _when(value: str | None, name: str) -> float | None:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    insp, log = _log(args)
-    with insp:
+    with _inspector(args) as insp:
+        log = AuditLog(insp.door)
         page = log.list(user=args.user, action=args.action, queue=args.queue, since=_when(args.since, "since"),
                         until=_when(args.until, "until"), limit=args.limit, max_scan=max(10_000, args.limit * 10))
+        trimmed = log.trimmed()
     if getattr(args, "json", False):
         for rec in page.records:
-            print(rec.to_json())
+            say(rec.to_json())
         return 0
+    if trimmed is not None:
+        say(f"(records before seq {trimmed.keep_from} were trimmed by the cap: see the checkpoint records)")
     if not page.records:
-        print("no audit records match")
+        say("no audit records match")
         return 0
     for r in reversed(page.records):  # oldest first, like a log
         what = " ".join(x for x in (r.queue and f"queue={r.queue}", r.count is not None and f"count={r.count}",
                                     r.task_ids and f"ids={','.join(r.task_ids[:5])}") if x)
-        print(f"{r.when:%Y-%m-%d %H:%M:%S}Z #{r.seq} {r.user or '-'}({r.role or '-'}) {r.addr or '-'} "
-              f"{r.action} {r.outcome} {what} {r.detail}".rstrip())
+        say(f"{r.when:%Y-%m-%d %H:%M:%S}Z #{r.seq} {r.user or '-'}({r.role or '-'}) {r.addr or '-'} "
+            f"{r.action} {r.outcome} {what} {r.detail}".rstrip())
+    return 0
+
+
+def _refused(args: argparse.Namespace) -> int:
+    with _inspector(args) as insp:
+        rows = RefusedLog(insp.door).list(since=_when(args.since, "since"), until=_when(args.until, "until"),
+                                           limit=args.limit)
+    if getattr(args, "json", False):
+        for c in rows:
+            say(c.to_json())
+        return 0
+    if not rows:
+        say("no refused or failed requests counted")
+        return 0
+    for c in reversed(rows):
+        first = datetime.fromtimestamp(c.first, tz=UTC)
+        ids = f" ids={','.join(c.task_ids[:5])}" if c.task_ids else ""
+        say(f"{first:%Y-%m-%d %H:%M:%S}Z..{c.when:%H:%M:%S}Z x{c.count} {c.user or '-'} {c.addr or '-'} {c.action} "
+            f"{c.outcome}{f' queue={c.queue}' if c.queue else ''}{ids} {c.detail}".rstrip())
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    insp, log = _log(args)
-    with insp:
-        v = log.verify()
+    with _inspector(args) as insp:
+        log = AuditLog.open(insp.door, _dir(args), writer=False)
+        v = verify(log)
     if getattr(args, "json", False):
-        print(json.dumps({"ok": v.ok, "checked": v.checked, "first_seq": v.first_seq, "last_seq": v.last_seq,
-                          "broken": v.broken.__dict__ if v.broken else None}))
-    elif v.ok:
-        trimmed = f" (records before seq {v.first_seq} were trimmed by the cap)" if v.first_seq > 1 else ""
-        print(f"audit chain intact: {v.checked} record(s), seq {v.first_seq}..{v.last_seq}{trimmed}"
-              if v.checked else "audit log is empty")
+        say(json.dumps({"ok": v.ok, "checked": v.checked, "first_seq": v.first_seq, "last_seq": v.last_seq,
+                        "anchored": v.anchored, "broken": v.broken.__dict__ if v.broken else None}))
     else:
-        b = v.broken
-        assert b is not None
-        print(f"audit chain BROKEN at record seq {b.seq} (stream id {b.id or '-'}): {b.kind}: {b.reason}; "
-              f"{v.checked} record(s) checked")
+        say(_verdict_text(v, log))
     return 0 if v.ok else 1
 
 
+def _verdict_text(v: Verdict, log: AuditLog) -> str:
+    unanchored = "" if v.anchored else (f"; no anchor at {log.anchor.path if log.anchor else '-'}, so the removal "
+                                        "of the newest records together with the head cannot be told")
+    if v.ok:
+        trimmed = f" (records before seq {v.first_seq} were trimmed by checkpoints)" if v.first_seq > 1 else ""
+        head = (f"audit chain intact: {v.checked} record(s), seq {v.first_seq}..{v.last_seq}{trimmed}"
+                if v.checked else "audit log is empty")
+        return head + unanchored
+    b = v.broken
+    assert b is not None
+    return (f"audit chain BROKEN at record seq {b.seq} (stream id {b.id or '-'}): {b.kind}: {b.reason}; "
+            f"{v.checked} record(s) checked{unanchored}")
+
+
 def register(subparsers: Any) -> None:
-    """Add `asynqpy audit ls|verify` (entry point asynqpy.commands: audit)."""
+    """Add `asynqpy audit ls|verify|refused` (entry point asynqpy.commands: audit)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--redis-url", default=argparse.SUPPRESS,
                         help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="JSON lines (ls) or one JSON object (verify)")
+                        help="JSON lines (ls, refused) or one JSON object (verify)")
     audit = subparsers.add_parser("audit", help="the dashboard's audit log").add_subparsers(
         dest="audit_command", metavar="subcommand", required=True)
     text = "list audit records (newest last), filtered by user, action, queue and time"
@@ -81,11 +123,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("--user", help="only this user's records")
     p.add_argument("--action", help="an action, or a prefix ending in * (e.g. 'tasks.*')")
     p.add_argument("--queue", help="only records about this queue")
+    _times(p)
+    p.set_defaults(func=_ls)
+    text = "refused and failed requests (failed logins, refused actions), counted per 5 minutes"
+    p = audit.add_parser("refused", parents=[common], help=text, description=text)
+    _times(p)
+    p.set_defaults(func=_refused)
+    p = audit.add_parser("verify", parents=[common], description="check the audit chain with its key and anchor: "
+                         "exit 1 and name the first record that was edited, forged, removed or reordered, or a log "
+                         "cut short at either end", help="check the chain; exit 1 and say what was tampered with")
+    p.add_argument("--audit-dir", metavar="DIR", help="where the audit key and anchor are (default: "
+                   "ASYNQPY_AUDIT_DIR, else the directory of ASYNQPY_WEB_USERS, else the current directory); "
+                   "ASYNQPY_AUDIT_KEY gives the key itself")
+    p.set_defaults(func=_verify)
+
+
+def _times(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", help="ISO date or time, UTC unless it names a zone")
     p.add_argument("--until", help="ISO date or time, UTC unless it names a zone")
-    p.add_argument("--limit", type=int, default=50, help="at most this many records (default 50)")
-    p.set_defaults(func=_ls)
-    p = audit.add_parser("verify", parents=[common], description="check the hash chain of the audit log: exit 1 and "
-                         "name the first record that was edited, removed or reordered",
-                         help="check the hash chain; exit 1 and name the first edited, removed or reordered record")
-    p.set_defaults(func=_verify)
+    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")

@@ -14,6 +14,7 @@ from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
+from asynqpy.terminal import say
 from inspector import views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
@@ -193,7 +194,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
         raise UsageError(f"bad Redis URL {mask(url)}: {exc}") from exc
     with insp:
         out = handler(insp, args)
-        print(dumps(out.data) if getattr(args, "json", False) else out.text)
+        say(dumps(out.data) if getattr(args, "json", False) else out.text)
         return 0 if out.ok else 1
 
 

@@ -44,6 +44,13 @@ def _parse(cls: Any, data: bytes | None) -> Any:
     return msg
 
 
+def _offset(raw: bytes | None) -> float | None:
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
 def _worker(w: Any) -> ActiveWorker:
     return ActiveWorker(task_id=w.task_id, task_type=w.task_type, task_payload=bytes(w.task_payload),
                         queue=w.queue, started=timestamp_to_datetime(w.start_time),
@@ -62,13 +69,13 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
         for k in skeys:
             b.command("GET", k)
         for k in skeys:  # our own health note beside it (asynqpy servers; none for Go's)
-            b.command("HGET", keys.server_health_of(text(k)), "status")
+            b.command("HMGET", keys.server_health_of(text(k)), "status", "clock_offset", "stuck_threads")
         for k in wkeys:
             b.command("HVALS", k)
 
     out = ctx.read(fill)
     n = len(skeys)
-    health = {text(k): text(h) for k, h in zip(skeys, out[n:2 * n], strict=True) if h}
+    notes = out[n:2 * n]
     by_server: dict[str, list[ActiveWorker]] = {}
     for vals in out[2 * n:]:
         for data in vals:
@@ -76,7 +83,7 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
             if w is not None:
                 by_server.setdefault(w.server_id, []).append(_worker(w))
     result = []
-    for key, data in zip(skeys, out[:n], strict=True):
+    for data, (status, offset, stuck) in zip(out[:n], notes, strict=True):
         s = _parse(PbServer, data)
         if s is None:
             continue
@@ -85,7 +92,8 @@ def servers(ctx: Ctx) -> list[ServerInfo]:
             id=s.server_id, host=s.host, pid=s.pid, concurrency=s.concurrency,
             queues=MappingProxyType(dict(s.queues)), strict_priority=s.strict_priority,
             started=timestamp_to_datetime(s.start_time), status=s.status, active_workers=tuple(workers),
-            degraded=_degraded(health.get(text(key), ""))))
+            degraded=_degraded(text(status) if status else ""), clock_offset=_offset(offset),
+            stuck_threads=int(stuck or 0)))
     return sorted(result, key=lambda s: (s.host, s.pid, s.id))
 
 

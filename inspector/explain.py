@@ -6,6 +6,7 @@ from datetime import datetime
 
 from asynqpy.rdb import keys
 from asynqpy.rdb.broker import ARCHIVE_MAX_SIZE
+from asynqpy.rdb.clock import WARN_OFFSET, describe
 from asynqpy.task import TaskState
 from inspector import cluster, reader
 from inspector.context import Ctx, check_id, check_queue_name, from_unix
@@ -64,6 +65,10 @@ def consumers(ctx: Ctx, q: str, servers: list[ServerInfo]) -> list[Finding]:
         name = f"server {s.host}:{s.pid} ({s.status}, {len(s.active_workers)}/{s.concurrency} busy)"
         if s.status != "active":
             out.append(Finding("warn", "server_not_active", f"{name} consumes {q!r} but is not fetching tasks"))
+        if s.clock_offset is not None and abs(s.clock_offset) > WARN_OFFSET:
+            out.append(Finding("warn", "clock_off", f"{name}: its clock is {describe(s.clock_offset)} (at its last "
+                                                    "heartbeat); its due times follow Redis's clock, but fix its "
+                                                    "clock (NTP): logs and Go processes there go by it"))
         if s.strict_priority:
             out += _starvation(ctx, q, s, name, weight)
         else:

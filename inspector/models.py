@@ -175,6 +175,7 @@ class ServerInfo:
 
     degraded: what its health note (written with its heartbeat) says of Redis trouble it meets, e.g.
     "degraded: Redis answers BUSY since 12 s"; "" when none (or from a server that keeps none, such as Go's).
+    clock_offset: how far its clock is from Redis's (asynqpy servers only).
     """
 
     id: str
@@ -187,6 +188,9 @@ class ServerInfo:
     status: str
     active_workers: tuple[ActiveWorker, ...]
     degraded: str = ""
+    # Redis's clock minus the server's (s), from its last heartbeat; None for a Go server (it does not say).
+    clock_offset: float | None = None
+    stuck_threads: int = 0  # handler threads still running past their tasks (servers of ours report it)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import sys
 from typing import TextIO
 
 from asynqpy.task import TaskState
+from asynqpy.terminal import printable
 from inspector.api import Inspector
 from inspector.jobs import Job
 
@@ -30,7 +31,7 @@ def run_with_progress(insp: Inspector, action: str, queue: str, state: TaskState
     job = insp.start_job(action, queue, state, rate=rate, group=group, user="cli")
 
     def show(j: Job) -> None:
-        stream.write(("\r" if tty else "") + bar(j) + ("" if tty else "\n"))
+        stream.write(("\r" if tty else "") + printable(bar(j)) + ("" if tty else "\n"))
         stream.flush()
 
     try:

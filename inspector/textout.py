@@ -1,4 +1,6 @@
-"""Output for the CLI: aligned text tables, short times and sizes, and JSON for any Inspector result."""
+"""Output for the CLI: aligned text tables, short times and sizes, and JSON for any Inspector result.
+
+Every cell and value is made printable (asynqpy.terminal): data from Redis never reaches the terminal raw."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
+from asynqpy.terminal import printable
 from inspector.display import span
 
 
@@ -43,7 +46,7 @@ def dumps(obj: Any) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell; numbers right-aligned."""
-    cells = [[str(h) for h in headers]] + [[cell(v) for v in row] for row in rows]
+    cells = [[printable(str(h)) for h in headers]] + [[cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     numeric = [all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool) for row in rows) and rows
                for i in range(len(headers))]
@@ -63,7 +66,7 @@ def cell(v: Any) -> str:
         return f"{v:.1f}"
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S")
-    return " ".join(str(v).split())
+    return printable(" ".join(str(v).split()))
 
 
 def when(t: datetime | None, now: float) -> str:
@@ -90,6 +93,6 @@ def pairs(items: Sequence[tuple[str, Any]]) -> str:
     width = max((len(k) for k, _ in items), default=0)
     lines = []
     for k, v in items:
-        shown = v if isinstance(v, str) else cell(v)
+        shown = printable(v) if isinstance(v, str) else cell(v)
         lines.append(f"{k + ':'}{shown}" if shown.startswith("\n") else f"{k + ':':<{width + 1}} {shown}")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from typing import Any
 
 from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
 from asynqpy.task import TaskInfo, TaskState
+from asynqpy.terminal import printable
 from inspector.api import Inspector
 from inspector.display import preview, span
 from inspector.models import Finding, QueueInfo, TaskRecord
@@ -40,7 +41,7 @@ def confirm(question: str, args: argparse.Namespace) -> None:
     if getattr(args, "yes", False):
         return
     try:
-        answer = input(f"{question} [y/N] ")
+        answer = input(printable(f"{question} [y/N] "))
     except EOFError:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):

@@ -3,7 +3,7 @@
 ``require(queue, need)`` is the one check every view makes (``auth.require_role`` calls it): 401 without a
 user; 403 for a change in read-only mode; for a queue the user may not see (per-queue role "none") the same
 404 as for a queue that does not exist; 403 for a role below need on that queue. A refused change (non-GET)
-is written to the audit log with outcome "denied", a hidden queue's included.
+is counted in the audit log's refused requests (webui.audit.refused_request), a hidden queue's included.
 
 ``role_on(queue)``, ``visible(names)``, ``hides_some()`` filter what a page lists; ``task``, ``page``,
 ``search``, ``servers``, ``entries`` mask values by the redaction policy (inspector.redact), built once per app
@@ -104,12 +104,8 @@ def require(queue: str | None, need: str, *, task_ids: list[str] | None = None) 
 
 
 def _denied(queue: str | None, reason: str, task_ids: list[str] | None) -> None:
-    ids = task_ids
-    if ids is None and request.view_args and request.view_args.get("task_id"):
-        ids = [str(request.view_args["task_id"])]
-    if ids is None and request.form.getlist("ids"):
-        ids = [i.strip() for part in request.form.getlist("ids") for i in part.split(",") if i.strip()][:100]
-    audit.record(request.endpoint or request.path, queue=queue, task_ids=ids, outcome="denied", detail=reason)
+    """Count the refusal apart from the audit chain, naming the verb, queue and task ids (webui.audit)."""
+    audit.refused_request(reason, queue=queue, task_ids=task_ids)
 
 
 def anywhere(need: str) -> bool:

@@ -167,7 +167,7 @@ def _rate(raw: str) -> float:
 def _on_all(queue: str, state: str, action: str) -> Any:
     name = f"tasks.{action}_all"
     if not can("admin"):
-        _audit(name, queue, "denied", detail=f"all {state} tasks: this needs the admin role")
+        audit.refused_request(f"all {state} tasks: this needs the admin role")
         abort(403, description="acting on every task of a state needs the admin role")
     insp = inspector()
     count = snapshot.queue_info(queue).count(state)
@@ -206,7 +206,7 @@ def queue_action(queue: str, action: str) -> Any:
         msg = f"queue {queue} resumed"
     elif action == "delete":
         if not can("admin"):
-            _audit("queue.delete", queue, "denied", detail="deleting a queue needs the admin role")
+            audit.refused_request("deleting a queue needs the admin role")
             abort(403, description="deleting a queue needs the admin role")
         _guarded("queue.delete", queue, lambda: insp.delete_queue(queue))
         _audit("queue.delete", queue, "ok", detail=f"queue {queue} deleted")

@@ -1,5 +1,5 @@
-"""The admin-only /audit page: records newest first, filtered by user, action, queue and time range, and
-/audit.jsonl exporting the same selection as JSON lines."""
+"""The admin-only /audit page: records newest first, filtered by user, action, queue and time range, what the
+cap has trimmed, the counts of refused requests, and /audit.jsonl exporting the records as JSON lines."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, render_template, request, stream_with_context
 
-from asynqpy.errors import AsynqError
-from webui import security
+from asynqpy.errors import AsynqError, InvalidArgumentError
+from inspector.audit import check_stream_id
+from webui import audit
 from webui.auth import require_role
 
 bp = Blueprint("audit", __name__)
 PAGE = 50
+REFUSED_SHOWN = 50
 EXPORT_MAX = 100_000
 
 
@@ -42,19 +44,26 @@ def _filters() -> dict[str, Any]:
 def audit_page() -> Any:
     flt = _filters()
     before = request.args.get("before", "").strip() or None
-    if before and not all(p.isdigit() for p in before.split("-", 1)):
-        abort(400, description="before: not a record id")
-    page = security.state().audit.list(**flt, before=before, limit=PAGE)
+    if before:
+        try:
+            check_stream_id(before)
+        except InvalidArgumentError as exc:
+            abort(400, description=str(exc))
+    log = audit.audit_log()
+    page = log.list(**flt, before=before, limit=PAGE)
     filters = {k: v for k in ("user", "action", "queue", "since", "until") if (v := request.args.get(k, "").strip())}
-    template = "partials/_audit_rows.html" if request.headers.get("HX-Request") else "audit.html"
-    return render_template(template, page=page, filters=filters)
+    if request.headers.get("HX-Request"):
+        return render_template("partials/_audit_rows.html", page=page, filters=filters)
+    refused = audit.refused_log().list(since=flt["since"], until=flt["until"], limit=REFUSED_SHOWN)
+    return render_template("audit.html", page=page, filters=filters, trimmed=log.trimmed(), refused=refused,
+                           spill_file=log.spill_to, window=audit.refused_log().window)
 
 
 @bp.route("/audit.jsonl")
 @require_role("admin")
 def audit_export() -> Response:
     flt = _filters()
-    log = security.state().audit
+    log = audit.audit_log()
 
     def lines() -> Iterator[str]:
         before = None
@@ -74,4 +83,5 @@ def audit_export() -> Response:
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Response(stream_with_context(lines()), mimetype="application/x-ndjson",
-                    headers={"Content-Disposition": f'attachment; filename="asynqpy-audit-{stamp}.jsonl"'})
+                    headers={"Content-Disposition": f'attachment; filename="asynqpy-audit-{stamp}.jsonl"',
+                             "Cache-Control": "no-store"})

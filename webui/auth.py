@@ -11,7 +11,8 @@ sessions, security headers and the /audit page (settings: see webui.security). T
   ``can(role)`` (alias ``user_can``) answers the same question inside a view or a template.
 - templates: ``can("operator")`` (False in read-only mode), ``current_user`` (g.user), ``read_only``,
   ``csrf_token()``; the logout form posts to ``url_for("auth.logout")`` with the csrf_token field.
-- ``webui.audit.record(...)`` writes an audit record for a change (see that module).
+- ``webui.audit.record(...)`` writes an audit record for a change; ``record_refused(...)`` counts a failed login
+  or a refused request apart from them (see that module).
 
 Logins are throttled by inspector.throttle (each attempt counted before its password is checked) with
 webui.devices' cookie exempting browsers that logged in before; requests marked with POLL_HEADER (the pages' own
@@ -149,6 +150,7 @@ def refuse_in_read_only() -> None:
     """Before every request: in read-only mode no state-changing request gets to a view (login aside)."""
     if (security.read_only() and request.method not in csrf.SAFE_METHODS
             and request.endpoint not in ("auth.login", "auth.logout")):
+        audit.refused_request("the dashboard is read-only: no changes can be made")
         abort(403, description="the dashboard is read-only: no changes can be made")
 
 
@@ -156,7 +158,7 @@ def require_role(role: str) -> Callable[[F], F]:
     """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
 
     On a view with a <queue> the user's role on that queue counts (webui.access.require: a hidden queue is a
-    404). A refused change (non-GET) is written to the audit log with outcome "denied". Raises ValueError at
+    404). A refused change (non-GET) is counted in the audit log's refused requests. Raises ValueError at
     decoration time for an unknown role.
     """
     if role not in ROLES:
@@ -192,13 +194,13 @@ def login() -> Any:
     device = devices.device_for(name)
     attempt = st.throttle.attempt(name, security.client_address(), device)  # counted before the password check
     if not attempt.allowed:
-        audit.record("login.failed", outcome="denied", user=name, role="",
-                     detail=f"throttled ({attempt.scope}): too many failed logins, {attempt.retry_after}s left")
+        audit.record_refused("login.failed", outcome="throttled", user=name,
+                             detail=f"throttled ({attempt.scope}): too many failed logins")
         resp = render_template("login.html", next=nxt, error=attempt.message(), username=name)
         return resp, 429, {"Retry-After": str(attempt.retry_after)}
     user = st.users.authenticate(name, password)
     if user is None:
-        audit.record("login.failed", outcome="error", user=name, role="", detail="wrong username or password")
+        audit.record_refused("login.failed", outcome="failed", user=name, detail="wrong username or password")
         return render_template("login.html", next=nxt, error=LOGIN_FAILED, username=name), 401
     st.throttle.refund(attempt)
     old = session.get("sid")

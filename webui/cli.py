@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from asynqpy.errors import UsageError
+from asynqpy.terminal import say
 
 
 def register(subparsers: Any) -> None:
@@ -91,7 +92,7 @@ def run_web(args: argparse.Namespace) -> int:
 
     def when_ready(arbiter: Any) -> None:  # said once gunicorn listens (and handles SIGINT/SIGTERM itself)
         where = ", ".join(f"http://{s}{prefix}/" for s in getattr(arbiter, "LISTENERS", ())) or args.bind
-        print(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
+        say(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
 
     options["when_ready"] = when_ready
     Server().run()

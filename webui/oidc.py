@@ -131,7 +131,8 @@ def callback() -> Any:
 
 def _refuse(reason: str, status: int, *, user: str) -> Any:
     session.pop("oidc_next", None)
-    audit.record("login.failed", outcome="denied", user=user, role="", detail=f"OpenID Connect: {reason}")
+    # counted apart from the chain, as every failed login: anyone can call the callback with a bad state
+    audit.record_refused("login.failed", outcome="denied", user=user, detail=f"OpenID Connect: {reason}")
     return render_template("login.html", next=url_for("pages.overview"), error=reason, username=""), status
 
 

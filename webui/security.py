@@ -19,7 +19,9 @@ response headers, client addresses behind trusted proxies, request ids, and the 
   ASYNQPY_LOGIN_WINDOW        900 s, from the first failure
   ASYNQPY_LOGIN_SLOW_AFTER    5 failures of an account from all untrusted browsers, then each attempt waits 1 s,
   ASYNQPY_LOGIN_MAX_WAIT      doubling up to 60 s (a slow-down, never a lock: see inspector.throttle, webui.devices)
-  ASYNQPY_AUDIT_CAP       records kept in asynqpy:{audit} (100000)
+  ASYNQPY_AUDIT_CAP       records kept in asynqpy:{audit} before the oldest are spilled and trimmed (100000)
+  ASYNQPY_AUDIT_DIR       audit key, anchor and spill file (None: beside the users file; webui.audit)
+  ASYNQPY_AUDIT_REFUSED_WINDOW  seconds per aggregate of refused requests (300)
   ASYNQPY_SECURE_COOKIES  None: Secure when the request came over TLS; True/False to force it
   ASYNQPY_CLOCK           Unix-seconds clock (tests)
 
@@ -68,6 +70,8 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_LOGIN_SLOW_AFTER": 5,
     "ASYNQPY_LOGIN_MAX_WAIT": 60,
     "ASYNQPY_AUDIT_CAP": 100_000,
+    "ASYNQPY_AUDIT_DIR": None,
+    "ASYNQPY_AUDIT_REFUSED_WINDOW": 300,
     "ASYNQPY_SECURE_COOKIES": None,
     "ASYNQPY_CLOCK": time.time,
 }
@@ -111,10 +115,9 @@ class AuthState:
 
     @property
     def audit(self) -> AuditLog:
-        if "audit" not in self._stores:
-            self._stores["audit"] = AuditLog(self._redis(), cap=current_app.config["ASYNQPY_AUDIT_CAP"],
-                                             clock=self.clock)
-        return self._stores["audit"]
+        from webui import audit  # it reads this module's state(); the log, its key and anchor are made there
+
+        return audit.audit_log()
 
 
 def state() -> AuthState:

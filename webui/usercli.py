@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError, UsageError
+from asynqpy.terminal import say
 from webui.users import QUEUE_ROLES, ROLES, UsersFile, check_name, check_password, parse_queue_role
 
 
@@ -47,12 +50,15 @@ def _record(args: argparse.Namespace, action: str, name: str, detail: str, *, en
         from asynqpy.embedded import default_redis_url
         from inspector.api import Inspector
         from inspector.audit import AuditLog
+        from inspector.auditkey import ENV_DIR
         from inspector.webstate import SessionStore
 
+        users = UsersFile(args.users)
+        where = Path(os.environ.get(ENV_DIR) or users.path.resolve().parent)  # as the dashboard's (webui.audit)
         with Inspector(getattr(args, "redis_url", None) or default_redis_url()) as insp:
             insp.redis.connection_pool.connection_kwargs["socket_connect_timeout"] = 2
-            AuditLog(insp.redis).append(action, outcome="ok", user=_os_user(), role="cli", addr="localhost",
-                                        detail=f"{name}: {detail}")
+            AuditLog.open(insp.door, where, writer=True).append(
+                action, outcome="ok", user=_os_user(), role="cli", addr="localhost", detail=f"{name}: {detail}")
             n = SessionStore(insp.redis).end_user(name) if end_sessions else 0
         return f"; ended {n} dashboard session(s)" if n else ""
     except Exception as exc:  # Redis down or elsewhere: the users file is what counts; the dashboard rechecks it
@@ -92,7 +98,7 @@ def _add(args: argparse.Namespace) -> int:
     users.add(args.name, args.role, _password(args), replace=args.replace, queue_roles=queues)
     more = f"; on queues {_describe(queues)}" if queues else ""
     note = _record(args, "user.add", args.name, f"added as {args.role}{more}", end_sessions=args.replace)
-    print(f"added {args.name} ({args.role}{more}) to {users.path}{note}")
+    say(f"added {args.name} ({args.role}{more}) to {users.path}{note}")
     return 0
 
 
@@ -109,7 +115,7 @@ def _queue_role(args: argparse.Namespace) -> int:
     users.set_queue_roles(args.name, queues)
     shown = _describe(queues) or "none (the user's role applies to every queue)"
     note = _record(args, "user.queue_role", args.name, f"queue roles set to {shown}")
-    print(f"{args.name} ({user.role}) queue roles: {shown}{note}")
+    say(f"{args.name} ({user.role}) queue roles: {shown}{note}")
     return 0
 
 
@@ -117,21 +123,21 @@ def _ls(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     rows = users.all()
     if getattr(args, "json", False):
-        print(json.dumps([{"name": u.name, "role": u.role, "queues": dict(u.queues)} for u in rows]))
+        say(json.dumps([{"name": u.name, "role": u.role, "queues": dict(u.queues)} for u in rows]))
     elif not rows:
-        print(f"no users in {users.path}: add one with `asynqpy user add NAME --role admin`")
+        say(f"no users in {users.path}: add one with `asynqpy user add NAME --role admin`")
     else:
         width = max(len(u.name) for u in rows)
-        print(f"{'NAME'.ljust(width)}  {'ROLE'.ljust(8)}  QUEUE ROLES")
+        say(f"{'NAME'.ljust(width)}  {'ROLE'.ljust(8)}  QUEUE ROLES")
         for u in rows:
-            print(f"{u.name.ljust(width)}  {u.role.ljust(8)}  {_describe(u.queues) or '-'}".rstrip())
+            say(f"{u.name.ljust(width)}  {u.role.ljust(8)}  {_describe(u.queues) or '-'}".rstrip())
     return 0
 
 
 def _rm(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     users.remove(args.name)
-    print(f"removed {args.name} from {users.path}{_record(args, 'user.rm', args.name, 'removed', end_sessions=True)}")
+    say(f"removed {args.name} from {users.path}{_record(args, 'user.rm', args.name, 'removed', end_sessions=True)}")
     return 0
 
 
@@ -141,14 +147,14 @@ def _passwd(args: argparse.Namespace) -> int:
         raise UsageError(f"no user {args.name!r} in {users.path}")
     users.set_password(args.name, _password(args))
     note = _record(args, "user.passwd", args.name, "password changed", end_sessions=True)
-    print(f"changed the password of {args.name}{note}")
+    say(f"changed the password of {args.name}{note}")
     return 0
 
 
 def _role(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     users.set_role(args.name, args.role)
-    print(f"{args.name} is now {args.role}{_record(args, 'user.role', args.name, f'role set to {args.role}')}")
+    say(f"{args.name} is now {args.role}{_record(args, 'user.role', args.name, f'role set to {args.role}')}")
     return 0
 
 

@@ -50,6 +50,12 @@ class WorkerMetrics:
                            registry=registry, multiprocess_mode="liveall")
         self.live = Gauge("asynqpy_worker_live", "1 while every loop of the worker process runs.",
                           registry=registry, multiprocess_mode="liveall")
+        self.clock_offset = Gauge("asynqpy_worker_clock_offset_seconds",
+                                  "Redis's clock minus this worker's, measured at every heartbeat (due times follow "
+                                  "Redis's clock; beyond a second, fix the worker's clock).",
+                                  registry=registry, multiprocess_mode="liveall")
+        self.stuck = Gauge("asynqpy_worker_stuck_threads", "Handler threads still running after their task timed out, "
+                           "was cancelled or requeued.", registry=registry, multiprocess_mode="livesum")
         self._queues: set[str] = set()
         self._children: dict[tuple[str, str, str], tuple[Any, Any, Any]] = {}
         self._stop = threading.Event()
@@ -97,8 +103,11 @@ class WorkerMetrics:
                         and not at.handle.done()) if rt is not None else Tally[str]()
         for q in self._queues | set(running):
             self.in_progress.labels(q).set(running.get(q, 0))
+        self.stuck.set(len(rt.stuck) if rt is not None else 0)
         self.live.set(1 if live else 0)
         self.ready.set(1 if ready else 0)
+        if rt is not None and rt.clock_offset is not None:
+            self.clock_offset.set(rt.clock_offset)
 
     def _watch(self, server: Server, interval: float) -> None:
         while not self._stop.wait(interval):

@@ -108,15 +108,17 @@ def enqueue_call(data: bytes, tid: str, unique_key: str, opts: EnqueueOptions, *
     task_key = task_prefix + tid
     channel = keys.WAKE_CHANNEL if wake else ""
     parse = enqueue_reply(q, tid)
-    if opts.process_at > now:
-        stale = not_after(now - STALE_EXACT)
+    if opts.process_in > 0 or opts.process_at > now:
+        # process_in goes as the delay: the script adds it to Redis's clock, so the producer's clock does not
+        # matter; process_at is absolute, as the user gave it.
+        at_arg, in_arg = ("", math.ceil(opts.process_in * 1000)) if opts.process_in > 0 else (exact(opts.process_at), 0)
         if opts.unique_ttl:
-            ttl = max(1, int(opts.process_at - now + opts.unique_ttl))
+            wait = opts.process_in if opts.process_in > 0 else opts.process_at - now
+            ttl = max(1, int(wait + opts.unique_ttl))
             return Call(script("schedule_unique"), [unique_key, task_key, scheduled, exact_due],
-                        [tid, ttl, due(opts.process_at), data, channel, q, exact(opts.process_at), stale],
-                        parse)
+                        [tid, ttl, at_arg, data, channel, q, in_arg, int(STALE_EXACT)], parse)
         return Call(script("schedule"), [task_key, scheduled, exact_due],
-                    [data, due(opts.process_at), tid, channel, q, exact(opts.process_at), stale], parse)
+                    [data, at_arg, tid, channel, q, in_arg, int(STALE_EXACT)], parse)
     if opts.group:
         k = [task_key, keys.group(q, opts.group), keys.groups(q)]
         a: list[Any] = [data, tid, at(now), opts.group]
@@ -124,14 +126,12 @@ def enqueue_call(data: bytes, tid: str, unique_key: str, opts: EnqueueOptions, *
             k.append(unique_key)
             a.append(opts.unique_ttl)
         return Call(script("add_to_group"), k, a, parse)
-    now_ns = int(now * 1e9)
     hand_keys = [waiters, paused, active, lease]
-    hand_args = [not_after(now), due(now + HANDOFF_LEASE), task_prefix, handoff_prefix]
+    hand_args: list[Any] = [int(HANDOFF_LEASE), task_prefix, handoff_prefix]
     if opts.unique_ttl:
         return Call(script("enqueue_unique"), [unique_key, task_key, pending, *hand_keys],
-                    [tid, opts.unique_ttl, data, now_ns, channel, q, *hand_args], parse)
-    return Call(script("enqueue"), [task_key, pending, *hand_keys],
-                [data, tid, now_ns, channel, q, *hand_args], parse)
+                    [tid, opts.unique_ttl, data, channel, q, *hand_args], parse)
+    return Call(script("enqueue"), [task_key, pending, *hand_keys], [data, tid, channel, q, *hand_args], parse)
 
 
 def enqueue_many_call(tasks: Sequence[tuple[str, bytes]], opts: EnqueueOptions, *, now: float,
@@ -141,8 +141,7 @@ def enqueue_many_call(tasks: Sequence[tuple[str, bytes]], opts: EnqueueOptions, 
     task, as enqueue's script returns it (1 enqueued, 0 the id exists)."""
     q = opts.queue
     pending, waiters, paused, active, lease, task_prefix, handoff_prefix, _, _ = _queue_keys(q)
-    args: list[Any] = [int(now * 1e9), keys.WAKE_CHANNEL if wake else "", q, not_after(now),
-                       due(now + HANDOFF_LEASE), task_prefix, handoff_prefix]
+    args: list[Any] = [keys.WAKE_CHANNEL if wake else "", q, int(HANDOFF_LEASE), task_prefix, handoff_prefix]
     for tid, data in tasks:
         args += [tid, data]
     return Call(script("enqueue_many"), [pending, waiters, paused, active, lease], args, list)
@@ -235,19 +234,31 @@ def requeue(q: str, task_id: str, *, now: float) -> Call[bool]:
                 [task_id, int(now * 1e9)], _held)
 
 
-def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None]:
+def _handed_back(raw: Any) -> str | None:
+    return None if raw is None else (raw.decode() if isinstance(raw, bytes) else str(raw))
+
+
+def requeue_handoff(q: str, server_id: str, *, now: float) -> Call[str | None]:
+    """Give the first task of this server's hand-off list of q back to the front of pending (atomically: a
+    refused call leaves it in the list). Reply: its id ('' when it was no longer leased), None when empty."""
+    return Call(script("requeue_handoff"), [keys.handoff(q, server_id), keys.active(q), keys.lease(q), keys.pending(q)],
+                [keys.task_prefix(q), int(now * 1e9)], _handed_back)
+
+
+def _forward_reply(raw: Sequence[Any]) -> tuple[int, float | None, float]:
     nxt = raw[1]
-    return int(raw[0]), (float(nxt) if nxt not in (b"", "", None) else None)
+    return int(raw[0]), (float(nxt) if nxt not in (b"", "", None) else None), float(raw[2])
 
 
-def forward(q: str, *, now: float, batch: int = 100) -> Call[tuple[int, float | None]]:
+def forward(q: str, *, now: float | None = None, batch: int = 100) -> Call[tuple[int, float | None, float]]:
     """Move due scheduled and retry tasks of q to pending (or their group), handing them to idle workers of ours
-    when some wait. Reply: (moved, next due or None)."""
+    when some wait. Due is judged by the Redis server's clock (TIME), or by now when a test gives one.
+    Reply: (moved, next due or None, the now it judged by), times in Unix seconds by that clock."""
     return Call(script("forward"),
                 [keys.scheduled(q), keys.retry(q), keys.pending(q), keys.waiters(q), keys.paused(q), keys.active(q),
                  keys.lease(q), keys.exact_due(q)],
-                [not_after(now), keys.task_prefix(q), int(now * 1e9), keys.group_prefix(q), batch,
-                 due(now + HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q, at(now)], _forward_reply)
+                ["" if now is None else not_after(now), keys.task_prefix(q), keys.group_prefix(q), batch,
+                 int(HANDOFF_LEASE), keys.handoff_prefix(q), keys.WAKE_CHANNEL, q], _forward_reply)
 
 
 def list_lease_expired(q: str, *, cutoff: float, count: int = 100) -> Call[list[tuple[str, bytes]]]:
@@ -310,6 +321,7 @@ def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call[int]:
 # What a claimed tick's reply means when the tick was not this replica's to enqueue.
 TICK_TAKEN = -2
 TICK_NOTHING_MISSED = -3
+TICK_EARLY = -4
 
 
 @cache
@@ -319,21 +331,27 @@ def _tick_script(inner: str) -> Script:
 
 
 def claim_tick(call: Call[object], q: str, entry_id: str, *, tick: int, claim_ttl: int, latest_ttl: int,
-               tolerance: int, owner: str, catch_up: bool = False) -> Call[bool]:
-    """Wrap an enqueue Call (from enqueue()) so that it runs only if this tick of a scheduler entry is unclaimed.
+               tolerance: int, owner: str, catch_up: bool = False, now: float | None = None) -> Call[str]:
+    """Wrap an enqueue Call (from enqueue()) so that it runs only if this tick of a scheduler entry is unclaimed
+    and due by the Redis server's clock (or by now, a test's fake clock).
 
-    The claim and the enqueue are one script. Reply: True when this call enqueued the task, False when
-    the tick was taken already (or, with catch_up, the entry never ran before); the enqueue's own errors
-    (DuplicateTaskError, TaskIDConflictError) raise, and the tick stays claimed.
+    The claim and the enqueue are one script. Reply: "enqueued" when this call enqueued the task, "taken" when
+    the tick was taken already (or, with catch_up, the entry never ran before), "early" when the tick is still
+    ahead by Redis's clock (nothing written: try again); the enqueue's own errors (DuplicateTaskError,
+    TaskIDConflictError) raise, and the tick stays claimed.
     """
-    def parse(raw: Any) -> bool:
-        if int(raw) in (TICK_TAKEN, TICK_NOTHING_MISSED):
-            return False
+    def parse(raw: Any) -> str:
+        code = int(raw)
+        if code == TICK_EARLY:
+            return "early"
+        if code in (TICK_TAKEN, TICK_NOTHING_MISSED):
+            return "taken"
         call.parse(raw)
-        return True
+        return "enqueued"
     return Call(_tick_script(call.script.name),
                 [keys.tick_mark(q, entry_id), keys.tick_claim(q, entry_id, tick), *call.keys],
-                [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner, *call.args], parse)
+                [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner,
+                 "" if now is None else repr(float(now)), *call.args], parse)
 
 
 def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes]) -> Call[int]:

@@ -144,8 +144,8 @@ def workers(host: str, pid: int, server_id: str) -> str:
 
 
 def server_health(host: str, pid: int, server_id: str) -> str:
-    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since), beside asynq's
-    server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
+    """Our own: a server's health note (hash: status "ok" or "degraded: ...", kind, since, clock_offset),
+    beside asynq's server info (whose protobuf we leave as Go writes it); same hash tag as the server's keys."""
     return f"asynqpy:health:{{{host}:{pid}:{server_id}}}"
 
 
@@ -209,3 +209,16 @@ def login_throttle(kind: str, who: str) -> str:
     """Our own: a login-throttle counter: kind "pair" (account|address), "addr", "device" or "account"
     (see inspector.throttle)."""
     return f"asynqpy:{{web}}:throttle:{kind}:{who}"
+
+
+# The dashboard's audit log (inspector.audit, inspector.auditrefused): one slot for all of it.
+AUDIT_STREAM = "asynqpy:{audit}"
+AUDIT_HEAD = "asynqpy:{audit}:head"
+AUDIT_TRIM_LOCK = "asynqpy:{audit}:trimming"
+# Refused requests: the index of windows (a sorted set by window start) and each window's aggregates.
+AUDIT_REFUSED = "asynqpy:{audit}:refused"
+
+
+def audit_refused_window(start: int) -> str:
+    """Our own: the aggregates of refused requests of the window starting at start (Unix s)."""
+    return f"asynqpy:{{audit}}:refused:{start}"

@@ -81,9 +81,19 @@ def write_result(q: str, task_id: str, data: bytes) -> Call[bool]:
     return Call(script("write_result"), [keys.task(q, task_id)], [data], lambda raw: int(raw) == 1)
 
 
-def write_server_health(health_key: str, *, ttl: int, status: str, kind: str, since: int) -> Call[int]:
-    """Rewrite a server's health note (keys.server_health) with a ttl."""
-    return Call(script("write_server_health"), [health_key], [ttl, status, kind, since], _int)
+def write_server_health(health_key: str, *, ttl: int, status: str, kind: str, since: int,
+                        clock_offset: float | None = None, stuck_threads: int = 0) -> Call[int]:
+    """Rewrite a server's health note (keys.server_health) with a ttl; clock_offset: Redis's clock minus the
+    server's, in seconds (None: not measured yet); stuck_threads: handler threads still running after their
+    tasks were given up."""
+    offset = "" if clock_offset is None else f"{clock_offset:.6f}"
+    return Call(script("write_server_health"), [health_key], [ttl, status, kind, since, offset, stuck_threads],
+                _int)
+
+
+def server_time() -> Call[tuple[int, int]]:
+    """The Redis server's clock (TIME): (Unix s, microseconds)."""
+    return Call(script("server_time"), [], [], lambda raw: (int(raw[0]), int(raw[1])))
 
 
 def clear_server_health(health_key: str) -> Call[int]:

@@ -1,10 +1,12 @@
 """The Scheduler: enqueues periodic tasks at their ticks; replicas share the work, each tick enqueued once.
 
-A tick is an entry and its scheduled time. Whichever replica reaches it first (by its own clock, never
-before that time) claims it and enqueues the task in one script (rdb/lua/tick_claim.lua); the claim is the
-entry's latest claimed tick, kept in Redis with an expiry, so a replica whose clock lags finds the tick
-taken, and when one replica dies the others carry on. Entries are published in asynq:schedulers at start
-and at every heartbeat, with each enqueue in the entry's history, exactly as Go asynq's scheduler does.
+A tick is an entry and its scheduled time. Whichever replica reaches it first (by the Redis server's clock,
+never before that time: each replica measures its clock's offset to Redis's at every heartbeat, and the
+claim script refuses a tick that Redis's clock has not reached) claims it and enqueues the task in one
+script (rdb/lua/tick_claim.lua); the claim is the entry's latest claimed tick, kept in Redis with an expiry,
+so a replica that comes late finds the tick taken, and when one replica dies the others carry on. Entries
+are published in asynq:schedulers at start and at every heartbeat, with each enqueue in the entry's
+history, exactly as Go asynq's scheduler does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError
 from asynqpy.rdb import broker, keys, state
+from asynqpy.rdb import clock as redis_clock
 from asynqpy.rdb.failures import Degraded, TroubleLog, reaching
 from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
@@ -45,6 +48,7 @@ CLAIM_SLACK = 60.0
 LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
+EARLY_RETRY = 0.01  # seconds before a tick found early by Redis's clock (the offset was off) is tried again
 
 
 class Clock(Protocol):
@@ -63,6 +67,17 @@ class SystemClock:
 
     def sleep(self, seconds: float) -> Awaitable[None]:
         return asyncio.sleep(seconds)
+
+
+class RedisClock(SystemClock):
+    """The Redis server's clock, as this machine's plus the offset the scheduler measures at every heartbeat
+    (the default clock: ticks are judged by Redis's clock, whatever this machine's says)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def now(self) -> float:
+        return time.time() + self.offset
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,7 @@ class Scheduler:
         self.catch_up = catch_up
         self.heartbeat_interval = float(heartbeat_interval)
         self.late_grace = float(late_grace)
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = clock or RedisClock()
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4()}"
         self.list_key = keys.scheduler_entries(self.id)
         self._conn = connection
@@ -198,6 +213,7 @@ class Scheduler:
         try:
             with reaching(url):
                 await conn.ping()
+            await self._sync_clock(runner)
             now = self.clock.now()
             for e in self._snapshot():
                 await self._start_entry(runner, e, now)
@@ -257,8 +273,9 @@ class Scheduler:
                     log.warning("scheduler: entry %s (%s) skipped its ticks from %s to before %s: more than "
                                 "%.0f s late", e.id, e.spec, _iso(tick), _iso(e.next_tick or now), self.late_grace)
                     continue
-                if not await self._fire(runner, e, tick, now, catch_up=False):
-                    wake_at = min(wake_at, now + RETRY_AFTER)
+                fired = await self._fire(runner, e, tick, now, catch_up=False)
+                if fired != "done":
+                    wake_at = min(wake_at, now + (EARLY_RETRY if fired == "early" else RETRY_AFTER))
                     break
                 e.next_tick = following
                 self._changed = True  # publish the new next and previous ticks at once
@@ -275,8 +292,10 @@ class Scheduler:
             t = e.schedule.prev(now)
         return t
 
-    async def _fire(self, runner: AsyncRunner, e: Entry, tick: float, now: float, *, catch_up: bool) -> bool:
-        """Claim and enqueue one tick. False when Redis could not be reached (the tick is tried again)."""
+    async def _fire(self, runner: AsyncRunner, e: Entry, tick: float, now: float, *,
+                    catch_up: bool) -> Literal["done", "retry", "early"]:
+        """Claim and enqueue one tick: "done" (by this replica or another), "retry" when Redis could not be
+        reached, "early" when Redis's clock has not reached the tick yet (both are tried again)."""
         try:
             opts = resolve(e.fields, now)
             msg = broker.build_message(e.task.type, e.task.payload, dict(e.task.headers), opts)
@@ -285,19 +304,22 @@ class Scheduler:
                 broker.enqueue(msg, opts, now=now), opts.queue, e.id, tick=int(tick),
                 claim_ttl=int(max(self.late_grace + CLAIM_SLACK, 2 * period)),
                 latest_ttl=int(max(LATEST_MIN_TTL, 3 * period)), tolerance=int(self.late_grace + CLAIM_SLACK / 2),
-                owner=self.id, catch_up=catch_up)
-            mine = await runner.run(call, register_queue=opts.queue)
+                owner=self.id, catch_up=catch_up, now=None if isinstance(self.clock, RedisClock) else now)
+            claimed = await runner.run(call, register_queue=opts.queue)
         except AsynqError as exc:  # a unique task still held, a task id taken: this tick is spent
             self.failures += 1
             log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
-            return True
+            return "done"
         except Exception as exc:  # Redis trouble, or a bug: logged (rarely), the tick is tried again soon
             self.failures += 1
             self.trouble.note(exc, f"cannot enqueue {e.task.type} for entry {e.id} ({e.spec})")
-            return False
+            return "retry"
         self.trouble.ok()
-        if not mine:
-            return True
+        if claimed == "early":
+            await self._sync_clock(runner)
+            return "early"
+        if claimed == "taken":
+            return "done"
         e.prev_tick = tick
         e.enqueued += 1
         event = SchedulerEnqueueEvent(task_id=opts.task_id, enqueue_time=timestamp(now)).SerializeToString()
@@ -306,10 +328,27 @@ class Scheduler:
         except Exception as exc:
             self.trouble.note(exc, f"enqueue history of entry {e.id} not written")
         log.info("scheduler: enqueued %s (%s) for %s: task %s", e.task.type, e.spec, _iso(tick), opts.task_id)
-        return True
+        return "done"
+
+    async def _sync_clock(self, runner: AsyncRunner) -> None:
+        """Measure this machine's clock against Redis's (when ticks are judged by Redis's clock); warn when
+        it is more than a second off. A Redis error leaves the last offset."""
+        if not isinstance(self.clock, RedisClock):
+            return
+        try:
+            measured = await redis_clock.measure(runner)
+        except Exception as exc:  # Redis trouble, noted as every step's: the last offset stays
+            self.trouble.note(exc, "cannot read Redis's clock")
+            return
+        before, self.clock.offset = self.clock.offset, measured.offset
+        warn = redis_clock.WARN_OFFSET
+        if abs(measured.offset) > warn and abs(measured.offset - before) > warn / 2:
+            log.warning("scheduler %s: this machine's clock is %s; ticks follow Redis's clock", self.id,
+                        redis_clock.describe(measured.offset))
 
     async def _beat(self, runner: AsyncRunner, now: float) -> None:
         """Publish the entries where asynq's Inspector reads them (TTL two heartbeats)."""
+        await self._sync_clock(runner)
         entries = self._snapshot()
         try:
             marks = await runner.run_many([state.read_tick_mark(e.queue, e.id) for e in entries]) if entries else []

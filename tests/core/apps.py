@@ -44,10 +44,21 @@ def hang(task) -> None:  # type: ignore[no-untyped-def]
         time.sleep(120)
 
 
+lingering = ServeMux()
+MARKER = "asynqpy:test:finished"  # hash: task id -> pid of the process whose handler ran to its end
+
+
+@lingering.handler("linger")
+def linger(task) -> None:  # type: ignore[no-untyped-def]
+    conn().rpush(STARTS, f"{os.getpid()}:{task.id}:{task.retry_count}")
+    time.sleep(float(os.environ.get("LINGER", "3")))  # ignores task.cancelled, as a blocking call would
+    conn().hset(MARKER, task.id, os.getpid())  # e.g. a charge made
+
+
 def main(argv: list[str]) -> None:
     url, mux_name, settings = argv[0], argv[1], json.loads(argv[2])
     os.environ["TEST_REDIS_URL"] = url
-    Server(url, **settings).run({"counting": counting, "slow": slow}[mux_name])
+    Server(url, **settings).run({"counting": counting, "slow": slow, "lingering": lingering}[mux_name])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import hashlib
 import math
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -55,13 +56,22 @@ def test_deadline_alone_leaves_timeout_zero_and_options_land_in_message(redis_ur
     assert m.retry == 3 and m.retention == 600
 
 
+def _redis_now(r: redis.Redis) -> float:
+    sec, usec = r.time()
+    return float(sec + usec / 1e6)
+
+
 def test_process_in_schedules_whole_second_score_and_keeps_exact_time(redis_url: str, r: redis.Redis) -> None:
-    info = Client(redis_url).enqueue(Task("t", b""), process_in=90.25)
+    c = Client(redis_url)
+    before = _redis_now(r)
+    info = c.enqueue(Task("t", b""), process_in=90.25)
+    after = _redis_now(r)
     assert info.state is TaskState.SCHEDULED
-    at = info.next_process_at.timestamp()
+    assert info.next_process_at.timestamp() == pytest.approx(time.time() + 90.25, abs=1)  # this clock's estimate
+    exact = r.zscore("asynqpy:{default}:due", info.id)  # ours, exact: by Redis's clock, 90.25 s after the enqueue
+    assert math.floor((before + 90.25) * 1000) / 1000 <= exact <= after + 90.25
     score = r.zscore("asynq:{default}:scheduled", info.id)
-    assert score == math.ceil(at)  # whole seconds as every asynq release reads them, rounded up: never early
-    assert r.zscore("asynqpy:{default}:due", info.id) == pytest.approx(at, abs=1e-3)  # ours, exact
+    assert score == math.ceil(exact)  # whole seconds as every asynq release reads them, rounded up: never early
     assert r.hget(f"asynq:{{default}}:t:{info.id}", "state") == b"scheduled"
     assert r.hget(f"asynq:{{default}}:t:{info.id}", "pending_since") is None
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from asynqpy import Client, ServeMux, Task
+from asynqpy.options import build_options
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import TaskMessage
@@ -123,7 +126,7 @@ def test_forward_hands_due_tasks_to_waiters_and_wakes_for_the_rest(redis_url: st
     r.zadd(keys.waiters("default"), {"w1": time.time() + 60})
     ps = r.pubsub(ignore_subscribe_messages=True)
     ps.subscribe(keys.WAKE_CHANNEL)
-    moved, nxt = SyncRunner(r).run(broker.forward("default", now=time.time() + 13))
+    moved, nxt, _ = SyncRunner(r).run(broker.forward("default", now=time.time() + 13))
     assert moved == 2 and nxt is None
     [item] = r.lrange(keys.handoff("default", "w1"), 0, -1)
     assert broker.parse_handoff(item)[0] == a  # the first due went to the waiter, leased
@@ -132,3 +135,53 @@ def test_forward_hands_due_tasks_to_waiters_and_wakes_for_the_rest(redis_url: st
     msg = wait_for(lambda: ps.get_message(timeout=0.1), timeout=2, what="a wake-up for the task left pending")
     assert msg["data"] == b"default"
     ps.close()
+
+
+def test_a_task_handed_over_after_a_failed_withdraw_comes_back_to_its_queue(redis_url: str,
+                                                                             r: redis.Redis) -> None:
+    if isinstance(r, RedisCluster):
+        pytest.skip("one ACL user on one server is enough")
+    # A real fault: the worker's user loses the right to ZREM, so withdrawing its registration fails (NOPERM) and
+    # the registration lives on until it lapses, while producers hand it tasks it has no slot for.
+    def acl(zrem: str) -> None:
+        r.acl_setuser("worker", enabled=True, passwords=["+pw"], keys=["~*"], channels=["*"],
+                      commands=["+@all", f"{zrem}zrem"])
+
+    acl("+")
+    u = urlsplit(redis_url)
+    url = urlunsplit(u._replace(netloc=f"worker:pw@{u.hostname}:{u.port}"))
+    mux = ServeMux()
+    busy, release, ran = threading.Event(), threading.Event(), threading.Event()
+
+    @mux.handler("hold")
+    def hold(t):  # type: ignore[no-untyped-def]
+        busy.set()
+        release.wait(20)
+
+    mux.handle("other", lambda t: ran.set())
+    c = Client(redis_url)
+    try:
+        with running(url, mux, concurrency=1, shutdown_timeout=1, idle_poll_interval=0.1) as srv:
+            sid = srv.runtime.server_id  # type: ignore[union-attr]
+            wait_for(lambda: r.zscore(keys.waiters("default"), sid), what="the registration")
+            acl("-")
+            # Enqueued as Go does (no hand-off): the poll takes it and fills the only slot, then the withdraw fails.
+            msg = broker.build_message("hold", b"", {}, build_options())
+            r.sadd(keys.QUEUES, "default")
+            r.hset(keys.task("default", msg.id), mapping={"msg": msg.SerializeToString(), "state": "pending"})
+            r.lpush(keys.pending("default"), msg.id)
+            wait_for(busy.is_set)
+            assert r.zscore(keys.waiters("default"), sid)  # full, but the withdraw failed
+            late = c.enqueue(Task("other", b"")).id
+            assert r.hget(keys.task("default", late), "state") == b"active"  # handed to the full worker
+            time.sleep(0.5)
+            acl("+")  # (the requeue script needs ZREM too)
+            wait_for(lambda: r.lrange(keys.pending("default"), 0, -1) == [late.encode()], timeout=6,
+                     what="the task handed over to the full worker to come back to its queue")
+            assert r.hget(keys.task("default", late), "state") == b"pending" and not ran.is_set()
+            assert not r.exists(keys.handoff("default", sid))
+            release.set()
+            wait_for(ran.is_set, what="the returned task to run once a slot is free")
+    finally:
+        release.set()
+        r.acl_deluser("worker")

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import redis
@@ -14,7 +15,7 @@ import redis
 from asynqpy import Client, Task
 from asynqpy.rdb import keys
 from asynqpy.wire import TaskMessage
-from tests.core.apps import SEEN, STARTS
+from tests.core.apps import MARKER, SEEN, STARTS
 from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,3 +76,23 @@ def test_task_runs_again_after_worker_is_killed_mid_task(redis_url: str, r: redi
     assert first[1] == second[1] == tid and first[0] != second[0]
     assert second[2] == "1"  # the handler sees the attempt count
     assert not r.exists(keys.task("default", tid))  # then it succeeded and was deleted
+
+
+def test_shutdown_requeues_a_running_sync_handler_and_exits_without_finishing_it(redis_url: str,
+                                                                                  r: redis.Redis) -> None:
+    tid = Client(redis_url).enqueue(Task("linger", b""), max_retry=3).id
+    p = start_worker(redis_url, "lingering", {"LINGER": "3"}, shutdown_timeout=0.5, heartbeat_interval=0.5)
+    try:
+        wait_for(lambda: r.llen(STARTS) == 1, timeout=30, what="the handler to start")
+        started = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert r.lrange(keys.pending("default"), 0, -1) == [tid.encode()]  # requeued, once
+    assert r.hget(keys.task("default", tid), "state") == b"pending"
+    assert r.llen(keys.active("default")) == 0 and r.zcard(keys.lease("default")) == 0
+    time.sleep(max(0.0, started + 4 - time.monotonic()))  # past the moment the handler would have finished
+    assert not r.hexists(MARKER, tid)  # the stopping process never finished the requeued task
+    assert TaskMessage.FromString(r.hget(keys.task("default", tid), "msg")).retried == 0

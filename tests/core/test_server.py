@@ -253,16 +253,30 @@ def test_delayed_tasks_never_start_early(redis_url: str, r: redis.Redis) -> None
     assert all(starts[i] >= due[i] for i in due), {i: starts[i] - due[i] for i in due}
 
 
-def test_go_style_enqueue_without_wake_signal_is_picked_up(redis_url: str, r: redis.Redis) -> None:
+# What Go asynq's enqueue does: the task hash and the pending list, no hand-off to a waiter, no wake-up signal.
+GO_ENQUEUE = """if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "pending", "pending_since", ARGV[3])
+redis.call("LPUSH", KEYS[2], ARGV[2])
+return 1"""
+
+
+def test_go_style_enqueue_without_hand_off_or_wake_signal_is_picked_up_by_polling(redis_url: str,
+                                                                                   r: redis.Redis) -> None:
     mux = ServeMux()
     done = threading.Event()
     mux.handle("go", lambda t: done.set())
-    with running(redis_url, mux):
-        time.sleep(0.3)  # the worker is idle and waiting
+    waits: list[float | None] = []
+    with running(redis_url, mux, outcome_hooks=(lambda o: waits.append(o.wait),)) as srv:
+        sid = srv.runtime.server_id  # type: ignore[union-attr]
+        wait_for(lambda: r.zscore(keys.waiters("default"), sid), what="the idle worker waiting for a hand-off")
         opts = __import__("asynqpy.options", fromlist=["build_options"]).build_options()
         msg = broker.build_message("go", b"", {}, opts)
-        SyncRunner(r).run(broker.enqueue(msg, opts, now=time.time(), wake=False), register_queue="default")
-        wait_for(done.is_set, timeout=5)
+        r.sadd(keys.QUEUES, "default")
+        assert r.eval(GO_ENQUEUE, 2, keys.task("default", msg.id), keys.pending("default"), msg.SerializeToString(),
+                      msg.id, time.time_ns()) == 1
+        wait_for(done.is_set, timeout=5, what="the idle poll to pick the task up")
+    # Dequeued from pending by the poll: it waited there (a hand-off would say 0.0, never sitting in pending).
+    assert len(waits) == 1 and waits[0] is not None and waits[0] > 0
 
 
 def test_strict_priority_drains_higher_queue_first(redis_url: str, r: redis.Redis) -> None:

@@ -150,9 +150,9 @@ def test_forward_moves_only_due_tasks_and_reports_next(redis_url: str, r: redis.
     b = c.enqueue(Task("t", b""), process_in=20).id
     due_a = r.zscore(keys.exact_due("default"), a)
     assert due_a < r.zscore(keys.scheduled("default"), a) == math.ceil(due_a)
-    moved, nxt = run.run(broker.forward("default", now=due_a - 0.001))
+    moved, nxt, _ = run.run(broker.forward("default", now=due_a - 0.001))
     assert moved == 0 and nxt == pytest.approx(due_a)  # never early
-    moved, nxt = run.run(broker.forward("default", now=due_a))  # on time, before its whole-second score
+    moved, nxt, _ = run.run(broker.forward("default", now=due_a))  # on time, before its whole-second score
     assert moved == 1 and nxt == pytest.approx(r.zscore(keys.exact_due("default"), b))
     assert r.zscore(keys.exact_due("default"), a) is None
     h = r.hgetall(keys.task("default", a))
@@ -210,9 +210,9 @@ def test_forward_reads_fractional_scores_of_older_releases(redis_url: str, r: re
     r.delete(keys.exact_due("default"))
     at = int(time.time()) + 5.25
     r.zadd(keys.scheduled("default"), {tid: at})
-    moved, nxt = run.run(broker.forward("default", now=at - 0.001))
+    moved, nxt, _ = run.run(broker.forward("default", now=at - 0.001))
     assert moved == 0 and nxt == at
-    moved, _ = run.run(broker.forward("default", now=at))
+    moved, _, _ = run.run(broker.forward("default", now=at))
     assert moved == 1 and r.hget(keys.task("default", tid), "state") == b"pending"
 
 
@@ -224,10 +224,10 @@ def test_forward_ignores_an_exact_time_outside_the_score_second(redis_url: str, 
     r.zrem(keys.scheduled("default"), tid)
     r.zadd(keys.retry("default"), {tid: math.ceil(old_exact) + 60})
     r.hset(keys.task("default", tid), "state", "retry")
-    moved, nxt = run.run(broker.forward("default", now=old_exact + 1))
+    moved, nxt, _ = run.run(broker.forward("default", now=old_exact + 1))
     assert moved == 0 and r.zscore(keys.exact_due("default"), tid) is None  # the stale entry is dropped
     assert nxt == math.ceil(old_exact) + 60
-    moved, _ = run.run(broker.forward("default", now=math.ceil(old_exact) + 60))
+    moved, _, _ = run.run(broker.forward("default", now=math.ceil(old_exact) + 60))
     assert moved == 1
 
 
@@ -255,3 +255,41 @@ def test_exact_times_left_behind_by_go_are_dropped(redis_url: str, r: redis.Redi
     r.zadd(keys.exact_due("default"), {"moved-by-go": time.time() - 61, "recent": time.time() - 5})
     [tid] = enqueue(redis_url, 1, process_in=30)
     assert r.zrange(keys.exact_due("default"), 0, -1) == [b"recent", tid.encode()]
+
+
+def _redis_now(r: redis.Redis) -> float:
+    sec, usec = r.time()
+    return float(sec + usec / 1e6)
+
+
+def test_a_tick_ahead_of_redis_clock_is_refused_and_nothing_written(r: redis.Redis, run: SyncRunner) -> None:
+    """The scheduler's clock may run ahead: the claim script judges the tick by Redis's clock (TIME)."""
+    from asynqpy.options import build_options
+
+    def claim(tick: int, now: float | None = None) -> str:
+        opts = build_options(queue="cron")
+        msg = broker.build_message("tick", b"", {}, opts)
+        return run.run(broker.claim_tick(broker.enqueue(msg, opts, now=time.time()), "cron", "e1", tick=tick,
+                                         claim_ttl=120, latest_ttl=3600, tolerance=90, owner="s1", now=now))
+
+    ahead = math.ceil(_redis_now(r)) + 30
+    assert claim(ahead) == "early"
+    assert not r.exists(keys.tick_mark("cron", "e1"), keys.tick_claim("cron", "e1", ahead), keys.pending("cron"))
+    assert claim(ahead, now=ahead) == "enqueued"  # a test's fake clock says it is due: that clock judges
+    assert claim(ahead, now=ahead) == "taken"
+    past = math.floor(_redis_now(r)) - 1
+    assert claim(past) == "enqueued" and claim(past) == "taken"
+    assert r.llen(keys.pending("cron")) == 2
+
+
+def test_forward_judges_due_by_redis_clock(redis_url: str, r: redis.Redis, run: SyncRunner) -> None:
+    """Without a test's now, the forward script uses TIME, and reports it with the next due time."""
+    [tid] = enqueue(redis_url, 1, process_in=0.3)
+    due = r.zscore(keys.exact_due("default"), tid)
+    moved, nxt, now = run.run(broker.forward("default"))
+    if now < due:  # the usual case: not due yet by Redis's clock; it says how long to wait
+        assert moved == 0 and nxt == due and 0 < due - now <= 0.3
+        time.sleep(due - now + 0.01)
+        moved, nxt, now = run.run(broker.forward("default"))
+    assert moved == 1 and nxt is None and now >= due
+    assert abs(now - _redis_now(r)) < 0.5

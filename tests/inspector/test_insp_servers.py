@@ -43,6 +43,25 @@ def test_servers_show_running_tasks(redis_url: str, client: Client) -> None:
         assert insp.servers() == [] or all(not s.active_workers for s in insp.servers())
 
 
+def test_servers_show_handler_threads_stuck_past_their_tasks(redis_url: str, client: Client) -> None:
+    release = threading.Event()
+    mux = ServeMux()
+
+    @mux.handler("stuck")
+    def stuck(task: object) -> None:
+        release.wait(20)  # ignores task.cancelled
+
+    client.enqueue(Task("stuck", b""), timeout=1, max_retry=0)
+    try:
+        with Inspector(redis_url) as insp, running(redis_url, mux, concurrency=1):
+            wait_for(lambda: [s for s in insp.servers() if s.stuck_threads == 1], timeout=10,
+                     what="the stuck thread in the server's info")
+            release.set()
+            wait_for(lambda: [s for s in insp.servers() if s.stuck_threads == 0], timeout=10, what="it cleared")
+    finally:
+        release.set()
+
+
 def test_expired_servers_are_not_listed(insp: Inspector, r: redis.Redis, clock: Clock) -> None:
     info = ServerInfo(host="h", pid=1, server_id="sid", concurrency=1, status="active")
     key = keys.server_info("h", 1, "sid")
@@ -140,3 +159,20 @@ def test_queue_warnings(insp: Inspector, client: Client, worker: Worker, clock: 
     assert codes == ["no_consumer", "latency", "orphaned"]
     r.zadd(keys.archived("q"), {f"a{i}": clock.t for i in range(9500)})
     assert "archive_near_cap" in [f.code for f in insp.queue_warnings("q")]
+
+
+def test_clock_offsets_of_servers(insp: Inspector, client: Client, r: redis.Redis, clock: Clock) -> None:
+    """An asynqpy server's offset to Redis's clock (in our health note beside its ServerInfo) shows on it, and
+    explain names a server more than a second off; a Go server, which reports none, has None."""
+    client.enqueue(Task("t"), queue="q", task_id="t1")
+    for pid, offset in ((1, "5.250000"), (2, "0.003000"), (3, None)):
+        info = ServerInfo(host="h", pid=pid, server_id=f"s{pid}", concurrency=1, status="active")
+        info.queues.update({"q": 1})
+        key = keys.server_info("h", pid, f"s{pid}")
+        r.set(key, info.SerializeToString())
+        r.zadd(keys.SERVERS, {key: clock.t + 10})
+        if offset is not None:
+            r.hset(keys.server_health("h", pid, f"s{pid}"), "clock_offset", offset)
+    assert [(s.pid, s.clock_offset) for s in insp.servers()] == [(1, 5.25), (2, 0.003), (3, None)]
+    [off] = [f for f in insp.explain("q", "t1").findings if f.code == "clock_off"]
+    assert off.level == "warn" and "h:1" in off.message and "5.2 s behind Redis" in off.message

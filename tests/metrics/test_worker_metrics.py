@@ -101,6 +101,8 @@ def test_in_progress_and_health_follow_the_server(redis_url: str) -> None:
     wait_for(lambda: value(samples(reg), "asynqpy_tasks_in_progress", queue="q") == 3, what="3 in progress")
     assert srv.health()[:2] == (True, True)
     assert value(samples(reg), "asynqpy_worker_ready") == 1 and value(samples(reg), "asynqpy_worker_live") == 1
+    # The same machine's clock as the test server's: the offset is the round trip's error, a few ms at most.
+    assert abs(value(samples(reg), "asynqpy_worker_clock_offset_seconds")) < 0.5
     stopper = threading.Thread(target=srv.shutdown)
     stopper.start()
     wait_for(lambda: not srv.health()[1], what="not ready while shutting down")

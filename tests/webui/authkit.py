@@ -4,6 +4,7 @@ login through the real form. Import the fixtures you need into a test module."""
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,11 @@ def users_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def make_app(redis_url: str, users_path: Path, **config: Any) -> Flask:
+    """An app on the test database; each app has an audit directory of its own (key, anchor, spill file), as
+    each test has a database of its own."""
     base = {"ASYNQPY_REDIS_URL": redis_url, "ASYNQPY_USERS": str(users_path), "SECRET_KEY": SECRET,
-            "TESTING": True, "ASYNQPY_SAMPLE_SECONDS": 0}
+            "TESTING": True, "ASYNQPY_SAMPLE_SECONDS": 0,
+            "ASYNQPY_AUDIT_DIR": tempfile.mkdtemp(prefix="audit-", dir=users_path.parent)}
     return create_app({**base, **config})
 
 
@@ -70,3 +74,12 @@ def token(client: FlaskClient) -> str:
     m = re.search(r'"X-CSRF-Token": "([^"]+)"', html)
     assert m, "no X-CSRF-Token in hx-headers"
     return m.group(1)
+
+
+def audit_verdict(app: Flask) -> Any:
+    """inspector.auditverify.verify() of the app's audit log, with the app's key and anchor."""
+    from inspector.audit import AuditLog
+    from inspector.auditverify import verify
+
+    insp = app.extensions["asynqpy.inspector"]
+    return verify(AuditLog.open(insp.redis, Path(app.config["ASYNQPY_AUDIT_DIR"]), writer=False))

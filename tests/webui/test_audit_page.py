@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 import redis
 from flask.testing import FlaskClient
 
 from inspector.audit import AuditLog
-from tests.webui.authkit import login, token
+from inspector.auditrefused import RefusedLog
+from tests.webui.authkit import audit_verdict, form_token, login, make_app, token
 
 
 def _seed(r: redis.Redis) -> None:
     now = [1_767_225_600.0]  # 2026-01-01T00:00:00Z
-    log = AuditLog(r, clock=lambda: now[0])
+    log = AuditLog(r, key=b"a key of the seed's own", clock=lambda: now[0])
     for i in range(6):
         now[0] += 3600
         log.append("tasks.delete" if i % 2 else "queue.pause", outcome="ok", user="ann" if i < 3 else "bob",
@@ -25,11 +28,53 @@ def test_login_logout_and_failures_are_listed(client: FlaskClient, r: redis.Redi
     login(client, "ada", "wrong")
     login(client, "ada")
     html = client.get("/audit").get_data(as_text=True)
-    assert "login.failed" in html and ">login<" in html and "ada" in html
+    assert ">login<" in html and "ada" in html
+    refused = html.split('id="refused-table"')[1]
+    assert ">login.failed<" in refused and "wrong username or password" in refused
     client.post("/logout", headers={"X-CSRF-Token": token(client)})
     recs = AuditLog(r).list().records
-    assert [x.action for x in recs] == ["logout", "login", "login.failed"]
+    assert [x.action for x in recs] == ["logout", "login"]  # a failed login is counted apart, not chained
     assert {x.addr for x in recs} == {"127.0.0.1"} and all(x.request_id for x in recs)
+    [failed] = RefusedLog(r).list()
+    assert (failed.action, failed.outcome, failed.user, failed.addr, failed.count) == (
+        "login.failed", "failed", "ada", "127.0.0.1", 1)
+
+
+def test_a_flood_of_failed_logins_evicts_no_action(redis_url: str, users_path: Path, r: redis.Redis) -> None:
+    """Finding 1: anonymous failed and throttled logins used to fill the capped stream and push actions out."""
+    app = make_app(redis_url, users_path, ASYNQPY_AUDIT_CAP=20)
+    otto = app.test_client()
+    login(otto, "otto")
+    assert otto.post("/queues/billing/pause", headers={"X-CSRF-Token": token(otto)}).status_code in (200, 404)
+    mallory = app.test_client()
+    page = mallory.get("/login").get_data(as_text=True)
+    tok = form_token(page)
+    for i in range(150):
+        resp = mallory.post("/login", data={"username": f"victim{i % 3}", "password": "guess", "csrf_token": tok})
+        assert resp.status_code in (401, 429)
+    actions = [x.action for x in AuditLog(r).list().records]
+    assert actions[-1] == "login" and "login.failed" not in actions and len(actions) <= 3
+    assert any(a.startswith("queue.") for a in actions), actions
+    counts = {(c.user, c.outcome): c.count for c in RefusedLog(r).list()}
+    assert sum(counts.values()) == 150 and len(counts) <= 6  # one aggregate per user and outcome
+    assert audit_verdict(app).ok
+    app.extensions["asynqpy.inspector"].close()
+
+
+def test_a_full_log_trims_through_a_checkpoint_and_the_page_says_so(redis_url: str, users_path: Path,
+                                                                    r: redis.Redis) -> None:
+    app = make_app(redis_url, users_path, ASYNQPY_AUDIT_CAP=10)
+    c = app.test_client()
+    login(c, "ada")
+    for _ in range(8):
+        c.post("/logout", headers={"X-CSRF-Token": token(c)})
+        login(c, "ada")
+    html = c.get("/audit").get_data(as_text=True)
+    assert 'id="audit-trimmed"' in html and "trimmed by the cap" in html and "asynqpy-audit-trimmed.jsonl" in html
+    spilled = (Path(app.config["ASYNQPY_AUDIT_DIR"]) / "asynqpy-audit-trimmed.jsonl").read_text().splitlines()
+    assert spilled and json.loads(spilled[0])["seq"] == 1
+    assert audit_verdict(app).ok
+    app.extensions["asynqpy.inspector"].close()
 
 
 def test_filters(client: FlaskClient, r: redis.Redis) -> None:
@@ -43,6 +88,16 @@ def test_filters(client: FlaskClient, r: redis.Redis) -> None:
     assert "detail 2" in html and "detail 3" in html and "detail 1" not in html and "detail 4" not in html
     assert client.get("/audit?since=yesterday").status_code == 400
     assert client.get("/audit?before=1-2;drop").status_code == 400
+
+
+@pytest.mark.parametrize("before", ["0-0", "0", "99999999999999999999999-0", "1-18446744073709551616", "abc"])
+def test_a_bad_before_is_a_400_that_says_why(client: FlaskClient, before: str) -> None:
+    """Finding 8: ?before=0-0 passed the digit check and Redis refused the range: a 500."""
+    login(client, "ada")
+    resp = client.get("/audit", query_string={"before": before})
+    assert resp.status_code == 400 and "before:" in resp.get_data(as_text=True)
+    resp = client.get("/audit", query_string={"before": before}, headers={"HX-Request": "true"})
+    assert resp.status_code == 400
 
 
 def test_hostile_values_are_escaped(client: FlaskClient, r: redis.Redis) -> None:
@@ -63,7 +118,8 @@ def test_export_json_lines(client: FlaskClient, r: redis.Redis) -> None:
     ann = [x for x in lines if x["user"] == "ann"]
     assert len(ann) == len(lines) == 3 and [x["seq"] for x in lines] == [3, 2, 1]  # newest first
     assert {"time", "iso_time", "user", "role", "addr", "action", "queue", "task_ids", "count", "outcome",
-            "request_id", "seq", "prev", "hash"} <= set(lines[0])
+            "request_id", "seq", "prev", "mac"} <= set(lines[0])
+    assert resp.headers["Cache-Control"] == "no-store"
 
 
 def test_only_admins_read_the_audit_log(app, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]

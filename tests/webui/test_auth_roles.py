@@ -13,7 +13,8 @@ from flask.testing import FlaskClient
 from asynqpy import Client, Task
 from inspector import Inspector
 from inspector.audit import AuditLog
-from tests.webui.authkit import login, make_app, token
+from inspector.auditrefused import RefusedLog
+from tests.webui.authkit import audit_verdict, login, make_app, token
 
 
 @pytest.fixture
@@ -69,9 +70,16 @@ def test_viewer_reads_but_cannot_change(client: FlaskClient, queue: str, redis_u
     resp = client.post("/queues/q/pause", headers={"X-CSRF-Token": token(client), "HX-Request": "true"})
     assert resp.status_code == 403 and resp.headers["HX-Retarget"] == "#messages"
     assert not _paused(redis_url, "q")
-    denied = [x for x in _audit(r) if x.outcome == "denied"]
-    assert denied and denied[0].user == "vera" and denied[0].queue == "q"
+    assert not [x for x in _audit(r) if x.outcome == "denied"]  # refusals are counted apart from the chain
+    [denied] = RefusedLog(r).list()
+    assert (denied.action, denied.user, denied.queue, denied.outcome, denied.count) == (
+        "queue.pause", "vera", "q", "denied", 2)
+    assert denied.detail == "this needs the operator role; vera is viewer"
     assert client.get("/audit").status_code == 403
+    resp = client.post("/queues/q/archived/delete", data={"ids": "a1,b2"}, headers={"X-CSRF-Token": token(client)})
+    assert resp.status_code == 403
+    refused = {c.action: c for c in RefusedLog(r).list()}
+    assert refused["tasks.delete"].task_ids == ("a1", "b2") and refused["tasks.delete"].queue == "q"
 
 
 @pytest.mark.parametrize("sent", [None, "", "wrong-token"])
@@ -109,7 +117,7 @@ def test_operator_acts_and_the_audit_log_says_so(client: FlaskClient, queue: str
     rec = next(x for x in _audit(r) if x.action == "queue.pause")
     assert (rec.user, rec.role, rec.queue, rec.outcome) == ("otto", "operator", "q", "ok")
     assert rec.addr == "127.0.0.1" and rec.request_id
-    assert AuditLog(r).verify().ok
+    assert audit_verdict(client.application).ok
 
 
 def test_admin_only_actions_are_refused_to_operators(client: FlaskClient, queue: str, redis_url: str,
@@ -139,6 +147,10 @@ def test_read_only_refuses_every_change(redis_url: str, users_path: Path, queue:
     for path in ("/queues/q/pause", "/queues/q/delete", "/queues/q/archived/run"):
         assert c.post(path, data={"all": "1"}, headers={"X-CSRF-Token": token(c)}).status_code == 403, path
     assert not _paused(redis_url, "q")
+    refused = {c.action: c for c in RefusedLog(r).list()}
+    assert set(refused) == {"queue.pause", "queue.delete", "tasks.run_all"}  # finding 11: recorded, with the verb
+    assert all(c.detail == "the dashboard is read-only: no changes can be made" and c.user == "ada"
+               and c.queue == "q" for c in refused.values())
     assert c.get("/audit").status_code == 200  # reading stays allowed
     assert c.post("/logout", headers={"X-CSRF-Token": token(c)}).status_code == 303
 

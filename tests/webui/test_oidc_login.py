@@ -23,6 +23,8 @@ import pytest
 from werkzeug.serving import make_server
 
 from asynqpy.embedded import free_port
+from inspector.audit import AuditLog
+from inspector.auditrefused import RefusedLog
 from tests.webui.authkit import make_app
 
 requests = pytest.importorskip("requests")
@@ -167,13 +169,16 @@ def test_an_unmapped_group_is_refused_with_a_reason(site: Site) -> None:
     assert browser.get(f"{site.base}/", allow_redirects=False).status_code in (302, 303)  # no session
 
 
-def test_a_wrong_state_is_refused(site: Site) -> None:
+def test_a_wrong_state_is_refused(site: Site, r: Any) -> None:
     browser = requests.Session()
     back = _to_callback(browser, site, "olivia")
     forged = re.sub(r"state=[^&]+", "state=forged-state", back)
     resp = browser.get(forged)
     assert resp.status_code == 400 and "state" in resp.text
     assert browser.get(f"{site.base}/", allow_redirects=False).status_code in (302, 303)
+    # anyone can call the callback: a refusal is counted apart, never appended to the chain of actions
+    assert not [x for x in AuditLog(r).list().records if x.action == "login.failed"]
+    assert any(c.action == "login.failed" and "(state)" in c.detail for c in RefusedLog(r).list())
 
 
 def test_a_replayed_code_is_refused(site: Site) -> None:

@@ -116,11 +116,14 @@ def _tamper(r: Any, sid: str, **changes: object) -> None:
 
 
 def test_audit_ls_and_verify(redis_url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str],
-                             monkeypatch: pytest.MonkeyPatch) -> None:
+                             monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     u = ["--redis-url", redis_url]
-    code, out, _ = run(["audit", "verify", *u], capsys, monkeypatch)
+    code, _, err = run(["audit", "verify", *u, "--audit-dir", str(tmp_path)], capsys, monkeypatch)
+    assert code == 1 and "no audit key" in err  # verify never makes one
+    log = AuditLog.open(r, tmp_path, writer=True)
+    code, out, _ = run(["audit", "verify", *u, "--audit-dir", str(tmp_path)], capsys, monkeypatch)
     assert code == 0 and "empty" in out
-    log = AuditLog(r)
+    monkeypatch.setenv("ASYNQPY_AUDIT_DIR", str(tmp_path))
     ids = [log.append("queue.pause", outcome="ok", user="ann", role="operator", queue=f"q{i}").id for i in range(4)]
     code, out, _ = run(["audit", "verify", *u], capsys, monkeypatch)
     assert code == 0 and "intact: 4 record(s)" in out

@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 from asynqpy import Client, Task
 from inspector import Inspector
 from inspector.audit import AuditLog
+from inspector.auditrefused import RefusedLog
 from tests.helpers import wait_for
 from tests.webui.authkit import token
 
@@ -87,8 +88,10 @@ def test_all_in_state_is_for_admins(as_role: Any, state: dict[str, Any], redis_u
     c = as_role("operator")
     resp = _post(c, "/queues/mail/archived/run", {"all": "1"})
     assert resp.status_code == 403 and _count(redis_url, "mail", "archived") == 3
-    assert _records(r)[-1].outcome == "denied"
     assert _post(c, "/queues/mail/delete").status_code == 403
+    refused = {x.action: x for x in RefusedLog(r).list()}
+    assert refused["tasks.run_all"].detail == "all archived tasks: this needs the admin role"
+    assert refused["queue.delete"].queue == "mail" and refused["queue.delete"].user == "otto"
     c.post("/logout", data={"csrf_token": token(c)})
     c = as_role("admin")
     html = _post(c, "/queues/mail/archived/run", {"all": "1"}).get_data(as_text=True)

@@ -126,6 +126,24 @@ def test_servers_scheduler_redis_and_charts(as_role: Any, state: dict[str, Any])
     assert "the chart appears after the second sample" in _html(c, "/charts/sizes")
 
 
+def test_servers_page_shows_stuck_handler_threads(as_role: Any, redis_url: str) -> None:
+    import time
+
+    import redis
+
+    from asynqpy.rdb import keys
+    from asynqpy.wire import ServerInfo
+
+    r = redis.Redis.from_url(redis_url)
+    key = keys.server_info("h", 7, "sid")  # as a worker's heartbeat writes them
+    r.set(key, ServerInfo(host="h", pid=7, server_id="sid", concurrency=2, status="active").SerializeToString())
+    r.zadd(keys.SERVERS, {key: time.time() + 30})
+    r.hset(keys.server_health("h", 7, "sid"), "stuck_threads", 2)
+    html = _html(as_role("viewer"), "/servers")
+    assert "2 stuck threads</span>" in html
+    r.close()
+
+
 def test_hostile_strings_are_escaped_everywhere(as_role: Any, state: dict[str, Any]) -> None:
     c = as_role("admin")
     hostile_tid = state["archived"][0]
@@ -215,6 +233,8 @@ def test_servers_page_shows_what_each_worker_runs(as_role: Any, redis_url: str) 
     row = active.split(f'data-task-id="{tid}"')[1].split("</tr>")[0]
     assert "<td>running</td>" in row and row.count("<time") == 2  # started (from the server) and lease
     assert "work</a>=1" in html and "1 / 2" in html and "slow" in html
+    offset = html.split("1 / 2</td>")[1].split("</td>")[0]  # the clock offset column: this machine's clock
+    assert re.search(r"[+-]0\.\d{3} s", offset) and "clock off" not in offset
 
 
 def test_size_chart_draws_the_samples(as_role: Any, state: dict[str, Any], redis_url: str) -> None:

@@ -16,3 +16,19 @@ local function exact_fits(score, exact)
   local s, e = tonumber(score), tonumber(exact)
   return e <= s and e > s - 1
 end
+
+-- schedule_due: put_due for a new task due at `at` (Unix s, ms: process_at, absolute as the user gave it) or,
+-- when at is '', in_ms milliseconds after now (process_in, by the Redis server's clock: see _clock.lua).
+-- Exact times more than stale_s seconds before now are dropped.
+local function ms_text(ms)
+  return string.format("%d.%03d", math.floor(ms / 1000), ms % 1000)
+end
+
+local function schedule_due(zset, exact_key, id, at, in_ms, stale_s, now)
+  local ms = at ~= "" and math.floor(tonumber(at) * 1000 + 0.5) or now.ms + tonumber(in_ms)
+  local score = math.floor(ms / 1000)
+  if ms % 1000 ~= 0 then
+    score = score + 1
+  end
+  put_due(zset, exact_key, id, score, ms_text(ms), ms_text(now.ms - tonumber(stale_s) * 1000))
+end

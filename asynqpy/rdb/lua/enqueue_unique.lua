@@ -1,10 +1,10 @@
 -- enqueue_unique: like enqueue, holding the uniqueness lock first (asynq's EnqueueUnique).
 -- KEYS[1] unique lock   KEYS[2] task hash   KEYS[3] pending list
 -- KEYS[4] waiters zset   KEYS[5] paused   KEYS[6] active   KEYS[7] lease
--- ARGV[1] task id   ARGV[2] lock ttl (whole seconds)   ARGV[3] msg bytes   ARGV[4] now (Unix ns)
--- ARGV[5] wake channel ('' = none)   ARGV[6] queue   ARGV[7] now (Unix s)   ARGV[8] lease expiry (Unix s)
--- ARGV[9] task key prefix   ARGV[10] hand-off key prefix
+-- ARGV[1] task id   ARGV[2] lock ttl (whole seconds)   ARGV[3] msg bytes   ARGV[4] wake channel ('' = none)
+-- ARGV[5] queue   ARGV[6] hand-off lease (s)   ARGV[7] task key prefix   ARGV[8] hand-off key prefix
 -- returns 1 enqueued, 0 id conflict (the lock stays set, as in asynq), -1 duplicate (lock held)
+-- #include _clock.lua
 -- #include _handoff.lua
 local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
 if not ok then
@@ -13,7 +13,9 @@ end
 if redis.call("EXISTS", KEYS[2]) == 1 then
   return 0
 end
-redis.call("HSET", KEYS[2], "msg", ARGV[3], "state", "pending", "pending_since", ARGV[4], "unique_key", KEYS[1])
+local now = clock("")
+redis.call("HSET", KEYS[2], "msg", ARGV[3], "state", "pending", "pending_since", now.ns, "unique_key", KEYS[1])
 redis.call("LPUSH", KEYS[3], ARGV[1])
-handoff_or_wake(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[5], ARGV[6])
+handoff_or_wake(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[6])),
+                ARGV[7], ARGV[8], ARGV[4], ARGV[5])
 return 1

@@ -1,29 +1,33 @@
 -- forward: due scheduled and retry tasks go to pending, or to their group (asynq's forwarder, both sets at once);
 -- each one that reaches pending goes straight to an idle worker of ours when one waits (see _handoff.lua),
--- and if any is left in pending, idle workers are woken.
+-- and if any is left in pending, idle workers are woken. "Now" is the Redis server's clock (see _clock.lua),
+-- so a worker whose own clock is off starts no task early or late.
 -- A task is due when its asynq score (whole seconds, or a fractional one written by an older asynqpy) is <= now,
 -- or, for the tasks of the current second, when its exact due time in KEYS[8] has passed (see _due.lua).
 -- KEYS[1] scheduled zset   KEYS[2] retry zset   KEYS[3] pending list
 -- KEYS[4] waiters zset   KEYS[5] paused   KEYS[6] active   KEYS[7] lease   KEYS[8] our exact due times
--- ARGV[1] now (Unix s, ms)   ARGV[2] task key prefix   ARGV[3] now (Unix ns)   ARGV[4] group key prefix
--- ARGV[5] batch size   ARGV[6] lease expiry (whole Unix s)   ARGV[7] hand-off key prefix   ARGV[8] wake channel
--- ('' = none)   ARGV[9] queue   ARGV[10] now (whole Unix s: the score of a task added to its group)
--- returns {moved, the next due time as a string or ''}: the caller sleeps until that time
+-- ARGV[1] now: '' = Redis's TIME (a test gives Unix s, ms)   ARGV[2] task key prefix   ARGV[3] group key prefix
+-- ARGV[4] batch size   ARGV[5] hand-off lease (s)   ARGV[6] hand-off key prefix   ARGV[7] wake channel ('' = none)
+-- ARGV[8] queue
+-- returns {moved, the next due time as a string or '', now (Unix s, ms)}: the caller sleeps until that time
+-- #include _clock.lua
 -- #include _handoff.lua
 -- #include _due.lua
+local now = clock(ARGV[1])
+local lease_expiry = math.ceil(now.ms / 1000 + tonumber(ARGV[5]))
 local moved = 0
 local waiting = 0
-local limit = tonumber(ARGV[5])
+local limit = tonumber(ARGV[4])
 local function move(src, id)
   local key = ARGV[2] .. id
   local group = redis.call("HGET", key, "group")
   if group and group ~= "" then
-    redis.call("ZADD", ARGV[4] .. group, ARGV[10], id)
+    redis.call("ZADD", ARGV[3] .. group, now.whole, id)
     redis.call("HSET", key, "state", "aggregating")
   else
     redis.call("LPUSH", KEYS[3], id)
-    redis.call("HSET", key, "state", "pending", "pending_since", ARGV[3])
-    if not handoff(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], ARGV[1], ARGV[6], ARGV[2], ARGV[7]) then
+    redis.call("HSET", key, "state", "pending", "pending_since", now.ns)
+    if not handoff(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], now.s, lease_expiry, ARGV[2], ARGV[6]) then
       waiting = waiting + 1
     end
   end
@@ -32,12 +36,12 @@ local function move(src, id)
   moved = moved + 1
 end
 for k = 1, 2 do
-  for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[k], "-inf", ARGV[1], "LIMIT", 0, limit - moved)) do
+  for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[k], "-inf", now.s, "LIMIT", 0, limit - moved)) do
     move(KEYS[k], id)
   end
 end
 if moved < limit then
-  local exact = redis.call("ZRANGEBYSCORE", KEYS[8], "-inf", ARGV[1], "WITHSCORES", "LIMIT", 0, limit - moved)
+  local exact = redis.call("ZRANGEBYSCORE", KEYS[8], "-inf", now.s, "WITHSCORES", "LIMIT", 0, limit - moved)
   for i = 1, #exact, 2 do
     local id, src = exact[i], nil
     for k = 1, 2 do
@@ -53,8 +57,8 @@ if moved < limit then
     end
   end
 end
-if waiting > 0 and ARGV[8] ~= "" then
-  redis.call("PUBLISH", ARGV[8], ARGV[9])
+if waiting > 0 and ARGV[7] ~= "" then
+  redis.call("PUBLISH", ARGV[7], ARGV[8])
 end
 local nextdue = ""
 for k = 1, 2 do
@@ -67,4 +71,4 @@ local first = redis.call("ZRANGE", KEYS[8], 0, 0, "WITHSCORES")
 if first[2] and (nextdue == "" or tonumber(first[2]) < tonumber(nextdue)) then
   nextdue = first[2]
 end
-return {moved, nextdue}
+return {moved, nextdue, now.s}

@@ -6,10 +6,16 @@
 -- ARGV[1] tick (Unix s, whole)   ARGV[2] claim ttl (s)   ARGV[3] latest-tick ttl (s)
 -- ARGV[4] "1" = catch-up: claim only if the entry ran before and no later tick ran
 -- ARGV[5] tolerance (s): a tick this much older than the latest claimed one counts as taken (its claim may
--- have expired)   ARGV[6] claim value (the scheduler id)   ARGV[7..] the enqueue script's ARGV
--- returns -2 taken (claimed already), -3 catch-up with no earlier tick on record,
+-- have expired)   ARGV[6] claim value (the scheduler id)   ARGV[7] now: '' = the Redis server's TIME (a test's
+-- fake clock gives Unix s)   ARGV[8..] the enqueue script's ARGV
+-- returns -2 taken (claimed already), -3 catch-up with no earlier tick on record, -4 early (the tick is still
+-- ahead by Redis's clock, whatever the scheduler's own clock says: nothing is written),
 -- else the enqueue script's reply (the tick stays claimed whatever that reply is)
+-- #include _clock.lua
 local tick = tonumber(ARGV[1])
+if tick * 1000 > clock(ARGV[7]).ms then
+  return -4
+end
 local latest = redis.call("GET", KEYS[1])
 latest = latest and tonumber(latest)
 if latest and latest >= tick + tonumber(ARGV[5]) then
@@ -32,4 +38,4 @@ end
 local function enqueue(KEYS, ARGV)
 -- #body
 end
-return enqueue({unpack(KEYS, 3)}, {unpack(ARGV, 7)})
+return enqueue({unpack(KEYS, 3)}, {unpack(ARGV, 8)})

@@ -1,0 +1,76 @@
+"""Fetch: one dequeue of up to `free` tasks across a server's queues, in strict or asynq's weighted order."""
+
+from __future__ import annotations
+
+from asynqpy.config import ServerConfig
+from asynqpy.rdb import broker
+from asynqpy.rdb.failures import TroubleLog
+from asynqpy.rdb.scripts import AsyncRunner
+
+Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
+
+
+async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, lease_expiry: float,
+                      trouble: TroubleLog) -> list[Dequeued]:
+    """At most `free` tasks, leased to this server until lease_expiry. Tasks already dequeued are always
+    returned, even when a later queue's dequeue fails (that failure is noted in trouble); raises the failure
+    only when nothing was dequeued."""
+    if cfg.strict_priority or len(cfg.queues) == 1:
+        got: list[Dequeued] = []
+        for q in cfg.queue_order():
+            try:
+                rows = await runner.run(broker.dequeue_timed(q, lease_expiry=lease_expiry, count=free - len(got)))
+            except Exception as exc:
+                if not got:
+                    raise
+                trouble.note(exc, f"fetch from queue {q}")
+                return got
+            got += [(q, tid, data, since) for tid, data, since in rows]
+            if len(got) >= free:
+                break
+        return got
+    # Weighted: every queue gets a share of the free slots (at least one while slots last, in asynq's
+    # weighted random order), all fetched in one pipelined round trip.
+    order = cfg.queue_order()
+    if free < len(order):
+        shares = [1] * free + [0] * (len(order) - free)
+    else:
+        shares = [1 + x for x in _split(free - len(order), [cfg.queues[q] for q in order])]
+    out = await _dequeue_shares(runner, order, shares, lease_expiry, trouble)
+    for q in order[free:] if not out else []:  # the queues that got no share, one at a time
+        out = await _dequeue_shares(runner, [q], [free], lease_expiry, trouble)
+        if out:
+            break
+    return out
+
+
+async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[int], expiry: float,
+                          trouble: TroubleLog) -> list[Dequeued]:
+    pairs = zip(order, shares, strict=True)
+    calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+    results = await runner.run_many([c for _, c in calls])
+    out: list[Dequeued] = []
+    failed: Exception | None = None
+    for (q, _), res in zip(calls, results, strict=True):
+        if isinstance(res, Exception):
+            failed = res
+            continue
+        out += [(q, tid, data, since) for tid, data, since in res]
+    if failed is not None:
+        if not out:
+            raise failed
+        trouble.note(failed, "fetch")
+    return out
+
+
+def _split(n: int, weights: list[int]) -> list[int]:
+    """n slots shared by weight (largest remainder)."""
+    total = sum(weights)
+    if n <= 0:
+        return [0] * len(weights)
+    exact = [n * w / total for w in weights]
+    shares = [int(x) for x in exact]
+    left = n - sum(shares)
+    for i in sorted(range(len(weights)), key=lambda i: shares[i] - exact[i])[:left]:
+        shares[i] += 1
+    return shares

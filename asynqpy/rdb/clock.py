@@ -1,0 +1,40 @@
+"""How far this machine's clock is from the Redis server's (TIME), measured over one round trip.
+
+Due times, ticks and the waits derived from them are judged by Redis's clock inside the scripts (see
+lua/_clock.lua); the offset measured here is what a process adds to its own clock where it must estimate
+Redis's time outside a script, and what it reports (a log warning, a metric, the servers page).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from asynqpy.rdb import state
+from asynqpy.rdb.scripts import AsyncRunner
+
+# Offsets beyond this many seconds are reported (log warning, the servers page, `explain`).
+WARN_OFFSET = 1.0
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """offset: Redis's time minus this machine's, in seconds (positive: this clock is behind), taken at the
+    midpoint of the round trip; round_trip: seconds the TIME command took, which bounds the error (half of it)."""
+
+    offset: float
+    round_trip: float
+
+
+async def measure(runner: AsyncRunner) -> ClockOffset:
+    """One TIME round trip (on a Redis Cluster, one node's clock stands for all: they should agree). Raises
+    redis-py's errors (the caller's loop treats them as Redis trouble)."""
+    t0, p0 = time.time(), time.perf_counter()
+    sec, usec = await runner.run(state.server_time())
+    rtt = time.perf_counter() - p0
+    return ClockOffset(offset=sec + usec / 1e6 - (t0 + rtt / 2), round_trip=rtt)
+
+
+def describe(offset: float) -> str:
+    """"3.2 s ahead of Redis" / "5.0 s behind Redis": which way this machine's clock is off."""
+    return f"{abs(offset):.1f} s {'behind' if offset > 0 else 'ahead of'} Redis"

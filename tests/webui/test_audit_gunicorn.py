@@ -1,0 +1,59 @@
+"""The audit trail under gunicorn (two workers) through real HTTP: a flood of anonymous failed logins from
+several threads evicts no action, the workers share one generated audit key and anchor, and the CLI verifies
+the chain with them."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from asynqpy import Client, Task
+from tests.webui.test_auth_gunicorn import Browser, web
+
+pytestmark = pytest.mark.slow
+__all__ = ["web"]
+
+
+@pytest.fixture
+def small_cap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("ASYNQPY_AUDIT_CAP", "20")  # read by `asynqpy web` when the web fixture starts it
+    yield
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "asynqpy.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_login_flood_evicts_no_action(small_cap: None, web: tuple[str, Path], redis_url: str) -> None:
+    base, folder = web
+    with Client(redis_url) as c:
+        c.enqueue(Task("email", b"{}"), queue="billing")
+    otto = Browser(base)
+    assert otto.login("otto", "operator-pass-1") == 303
+    assert otto.open("/queues/billing/pause", {"csrf_token": otto.token()})[0] == 200
+
+    def guess(i: int) -> int:
+        return Browser(base).login(f"victim{i % 3}", "guess")
+
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(guess, range(120)))
+    assert set(statuses) <= {401, 429} and 429 in statuses
+
+    key = folder / ".asynqpy-audit.key"
+    assert key.exists() and stat.S_IMODE(key.stat().st_mode) == 0o600
+    ls = _cli("audit", "ls", "--user", "otto", "--json", "--redis-url", redis_url, cwd=folder)
+    assert [json.loads(x)["action"] for x in ls.stdout.splitlines()] == ["queue.pause", "login"], ls.stderr
+    ok = _cli("audit", "verify", "--redis-url", redis_url, "--audit-dir", str(folder), cwd=folder)
+    assert ok.returncode == 0 and "intact: 2 record(s), seq 1..2" in ok.stdout, ok.stdout + ok.stderr
+    refused = _cli("audit", "refused", "--json", "--redis-url", redis_url, cwd=folder)
+    counts = [json.loads(x) for x in refused.stdout.splitlines()]
+    assert sum(x["count"] for x in counts) == 120 and len(counts) <= 6
+    assert {x["action"] for x in counts} == {"login.failed"} and {x["addr"] for x in counts} == {"127.0.0.1"}
