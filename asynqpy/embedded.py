@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -53,12 +54,14 @@ class EmbeddedServer:
     """A valkey-server child process on loopback.
 
     data_dir=None uses a temporary directory removed on stop; a given data_dir keeps an
-    append-only file there, so `asynqpy dev` keeps its tasks across restarts.
+    append-only file there, so `asynqpy dev` keeps its tasks across restarts. extra_args are more server
+    options (e.g. ["--appendfsync", "always"]), applied at every start().
     """
 
     def __init__(self, *, port: int | None = None, data_dir: str | Path | None = None,
-                 binary: str | None = None, host: str = "127.0.0.1") -> None:
+                 binary: str | None = None, host: str = "127.0.0.1", extra_args: Sequence[str] = ()) -> None:
         self.host = host
+        self.extra_args = list(extra_args)  # more valkey-server options, read at every start()
         self.port = port or free_port(host)
         self.binary = binary or server_binary()
         self._own_dir = data_dir is None
@@ -81,7 +84,7 @@ class EmbeddedServer:
         args = [
             self.binary, "--port", str(self.port), "--bind", self.host, "--dir", str(self.data_dir),
             "--save", "", "--protected-mode", "yes", "--maxmemory-policy", "noeviction",
-            "--loglevel", "warning", *persist,
+            "--loglevel", "warning", *persist, *self.extra_args,
         ]
         log = open(self.data_dir / "valkey.log", "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
