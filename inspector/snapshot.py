@@ -19,7 +19,7 @@ from asynqpy.rdb import keys
 from asynqpy.rdb.failures import refuses_writes
 from asynqpy.rdb.scripts import Call
 from inspector import cluster, reader
-from inspector.context import Ctx, from_unix
+from inspector.context import Ctx, from_unix, text
 from inspector.models import QueueInfo
 from inspector.scripts import script
 
@@ -27,6 +27,8 @@ KEEP = 60  # seconds the stored snapshot lives: askers with a longer max_age may
 LOCK_TTL_MS = 5000  # a taker that died mid-way blocks the others this long at most
 WAIT_FOR_TAKER = 2.0  # seconds an asker waits for another process's snapshot before taking its own
 POLL = 0.02
+MEMORY_EVERY = 60.0  # seconds between two memory samples of one queue (documented: once a minute at most)
+MEMORY_PER_SNAPSHOT = 100  # queues sampled per snapshot at most: many queues are sampled over several snapshots
 
 
 def _frozen() -> Mapping[str, int]:
@@ -59,10 +61,24 @@ class QueueSnapshot:
 
 
 def take(ctx: Ctx) -> QueueSnapshot:
-    """Read a fresh snapshot from Redis (two pipelined round trips for the queues, two for the servers)."""
+    """Read a fresh snapshot from Redis: one round trip for the queue names and the stored memory samples, one
+    pipelined for the queues, two for the servers.
+
+    Memory (MEMORY USAGE on ~100 keys per queue, most of a snapshot's cost) is sampled only for the queues whose
+    stored sample is MEMORY_EVERY seconds old or more, oldest first, MEMORY_PER_SNAPSHOT at most; the others show
+    their stored sample. The samples live in Redis, so every process and the exporter share them."""
     t0 = time.perf_counter()
     now = ctx.now()
-    infos = reader.queue_infos(ctx, None, memory=True)
+    names_raw, stored_raw = ctx.read(lambda b: (b.command("SMEMBERS", keys.QUEUES),
+                                                b.command("HGETALL", keys.SNAPSHOT_MEMORY)))
+    names = sorted(text(q) for q in names_raw)
+    stored = _memory_samples(stored_raw)
+    due = sorted((q for q in names if now - stored.get(q, (0, -MEMORY_EVERY))[1] >= MEMORY_EVERY),
+                 key=lambda q: stored.get(q, (0, -MEMORY_EVERY))[1])[:MEMORY_PER_SNAPSHOT]
+    infos = reader.queue_infos(ctx, names, memory=frozenset(due)) if names else []
+    infos = [i if i.queue in due or i.queue not in stored else replace(i, memory_usage=stored[i.queue][0])
+             for i in infos]
+    _store_memory(ctx, [i for i in infos if i.queue in due], now, [q for q in stored if q not in set(names)])
     live = cluster.servers(ctx)
     per_queue: dict[str, int] = {}
     busy: dict[str, int] = {}
@@ -73,6 +89,32 @@ def take(ctx: Ctx) -> QueueSnapshot:
             busy[w.queue] = busy.get(w.queue, 0) + 1
     return QueueSnapshot(now, tuple(infos), len(live), MappingProxyType(per_queue), MappingProxyType(busy),
                          time.perf_counter() - t0)
+
+
+def _memory_samples(raw: Mapping[bytes, bytes]) -> dict[str, tuple[int, float]]:
+    """The stored memory samples: queue -> (bytes, when sampled); malformed entries are left out (resampled)."""
+    out: dict[str, tuple[int, float]] = {}
+    for k, v in raw.items():
+        size, _, when = text(v).partition(":")
+        with contextlib.suppress(ValueError):
+            out[text(k)] = (int(size), float(when))
+    return out
+
+
+def _store_memory(ctx: Ctx, sampled: list[QueueInfo], now: float, gone: list[str]) -> None:
+    """Store the new samples (and forget queues no longer registered). While Redis refuses writes they are not
+    stored: the next snapshot samples those queues again."""
+    pairs = [x for i in sampled if i.memory_usage is not None for x in (i.queue, f"{i.memory_usage}:{now!r}")]
+    if not pairs and not gone:
+        return
+    try:
+        if pairs:
+            ctx.command("HSET", keys.SNAPSHOT_MEMORY, *pairs)
+        if gone:
+            ctx.command("HDEL", keys.SNAPSHOT_MEMORY, *gone)
+    except RedisUnavailableError as exc:
+        if not refuses_writes(exc):
+            raise
 
 
 def queue_snapshot(ctx: Ctx, max_age: float) -> QueueSnapshot:

@@ -12,6 +12,7 @@ from inspector.jobs import Job
 from inspector.models import QueueInfo, SearchResult, TaskPage
 from webui import access, inspector, queuenames, snapshot
 from webui.auth import require_role
+from webui.pollcache import polled
 from webui.render import STATES, page
 
 bp = Blueprint("queues", __name__)
@@ -60,7 +61,8 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     elif state == "aggregating" and group is None:
         tasks = ()
     else:
-        result = access.page(inspector().list_tasks(queue, state, page=num, size=size, group=group))
+        result = access.page(polled(("list_tasks", queue, state, num, size, group),
+                                    lambda: inspector().list_tasks(queue, state, page=num, size=size, group=group)))
         tasks = result.tasks
     started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
         if state == "active" and tasks else {}
@@ -75,7 +77,8 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
 def recent_jobs(queue: str) -> list[Job]:
     """The queue's running jobs and those that ended in the last half minute (their final count shows)."""
     now = inspector().now()
-    return [j for j in inspector().jobs(queue=queue, limit=5) if not j.finished or now - j.updated_at < 30]
+    jobs = polled(("jobs", queue), lambda: inspector().jobs(queue=queue, limit=5))
+    return [j for j in jobs if not j.finished or now - j.updated_at < 30]
 
 
 @bp.get("/queues/<queue:queue>")
