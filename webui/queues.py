@@ -64,7 +64,7 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
         result = access.page(polled(("list_tasks", queue, state, num, size, group),
                                     lambda: inspector().list_tasks(queue, state, page=num, size=size, group=group)))
         tasks = result.tasks
-    started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
+    started = {w.task_id: w.started for s in polled(("servers",), inspector().servers) for w in s.active_workers} \
         if state == "active" and tasks else {}
     total = info.count(state) if not group else next((g.size for g in groups if g.group == group), 0)
     pages = max(1, -(-total // size))
