@@ -87,6 +87,7 @@ def _add_port(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=None,
                    help="port of the embedded Valkey (default: 6379 when free, else a free one, printed); "
                         "0 for any free port")
+    p.add_argument("--fresh", action="store_true", help="start with empty data (deletes what earlier runs kept)")
 
 
 def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -94,12 +95,13 @@ def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     extra = "".join(f" + {a.name}" for a in addons)
     help = f"embedded Valkey + demo worker + demo producer{extra}, for trying asynqpy out"
     p = sub.add_parser("dev", help=help, description=(
-        "Start everything for local development in one command: an embedded Valkey (kept in ./.asynqpy, at "
-        "the address it prints; or the server of --redis-url), a worker with the demo handlers of asynqpy.demo "
-        "and a producer that keeps a realistic mix of demo tasks flowing (successes, retries, failures that "
-        "end archived, scheduled tasks)" + "".join(f", and {a.name}" for a in addons) + ". The banner says "
-        "what runs where; a line every 10 s (--activity-every) says what the worker did. Ctrl-C, SIGTERM or "
-        "closing the terminal stops it all. Other `asynqpy` commands find this server from any directory below "
+        "Start everything for local development in one command: an embedded Valkey (kept in ./.asynqpy/dev, at "
+        "the address it prints, never shared with `asynqpy redis`; or the server of --redis-url), a worker with "
+        "the demo handlers of asynqpy.demo and a producer that keeps a realistic mix of demo tasks flowing "
+        "(successes, retries, failures that end archived, scheduled tasks)"
+        + "".join(f", and {a.name}" for a in addons) + ". The banner says what runs where; a line every 10 s "
+        "(--activity-every) says what the worker did. Ctrl-C, SIGTERM or closing the terminal stops it all. "
+        "Other `asynqpy` commands find this server from any directory below "
         "this one."))
     _add_port(p)
     p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
@@ -117,8 +119,9 @@ def _add_redis(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     help = "just the server: the embedded Valkey, for your own producers and workers"
     p = sub.add_parser("redis", help=help, description=(
         "Run only the embedded Valkey (no worker, no demo tasks) on a fixed address it prints, with its data "
-        "kept in ./.asynqpy. Clients, workers and `asynqpy` commands started from this directory or below "
-        "find it without --redis-url. Ctrl-C, SIGTERM or closing the terminal stops it."))
+        "kept in ./.asynqpy/redis (never shared with `asynqpy dev`'s server; --fresh starts empty). Clients, "
+        "workers and `asynqpy` commands started from this directory or below find it without --redis-url. "
+        "Ctrl-C, SIGTERM or closing the terminal stops it."))
     _add_port(p)
     p.set_defaults(func=_cmd_redis)
 
@@ -154,9 +157,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the deepest (sub)command named in argv: `task ls ...` gives `asynqpy task ls`'s."""
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and word in subs[0].choices:
+            parser = subs[0].choices[word]
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would show the top-level usage; the usage of the command given helps more (exit 2)
+        command_parser(parser, sys.argv[1:] if argv is None else argv).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose or debugging(args) else logging.INFO, format=LOG_FORMAT)
     if not getattr(args, "func", None):
         parser.print_help()

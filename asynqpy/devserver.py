@@ -19,7 +19,7 @@ from asynqpy import demo as demo_app
 from asynqpy.activity import Activity
 from asynqpy.devstate import StateDir, StateDirBusy
 from asynqpy.embedded import EmbeddedServer, answers, free_port, port_is_free, stop_orphan
-from asynqpy.errors import UsageError
+from asynqpy.errors import AsynqError, UsageError
 from asynqpy.plugins import DevContext, dev_addons
 from asynqpy.server import Server
 from asynqpy.terminal import say
@@ -32,24 +32,26 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 @dataclass
 class Redis:
-    """The server dev works against and the banner's words about it."""
+    """The server dev works against, the banner's words about it, and (when reused) the process that owns it."""
 
     url: str
     about: str
     notes: list[str] = field(default_factory=list)
+    owner: int | None = None
 
 
 def run_dev(args: argparse.Namespace, stop: threading.Event | None = None) -> int:
-    """Run until SIGINT/SIGTERM/SIGHUP (or `stop` is set), then stop everything it started. Returns the exit code.
+    """Run until SIGINT/SIGTERM/SIGHUP (or `stop` is set), then stop everything it started. Returns the exit code:
+    0, or 1 when the server it reused (another process's) stopped under it.
 
-    args: the parsed `asynqpy dev` options (redis_url, port, rate, no_demo, redis_only and the add-ons' own).
+    args: the parsed `asynqpy dev` options (redis_url, port, rate, no_demo, redis_only, fresh and the add-ons').
     """
     stop = stop or threading.Event()
-    state = StateDir()
+    state = StateDir(kind="redis" if args.redis_only else "dev")
     with _stop_on_signals(stop), contextlib.ExitStack() as cleanup:
         redis = _redis(args, state, cleanup)
         lines = ["", f"asynqpy {'redis' if args.redis_only else 'dev'} is running (Ctrl-C stops it)",
-                 f"  Redis:     {redis.url}  ({redis.about})", *redis.notes]
+                 f"  Redis:     {redis.url}  ({redis.about})", *redis.notes, *_neighbour(state, args.redis_only)]
         activity: Activity | None = None
         if not args.redis_only:
             activity = Activity()
@@ -65,43 +67,98 @@ def run_dev(args: argparse.Namespace, stop: threading.Event | None = None) -> in
                 cleanup.callback(producer.join, 5)
                 cleanup.callback(stop.set)
                 lines.append(f"  Producer:  about {args.rate:g} demo tasks a second: emails, reports, CRM syncs "
-                             "and scheduled cleanups")
+                             "and scheduled cleanups (one CRM sync in ten has an old producer's payload on "
+                             "purpose: archived at once, PayloadMismatch)")
             lines += _start_addons(args, redis.url, state.path, cleanup)
         say("\n".join(lines + _how_to_use(args.redis_only) + [""]), flush=True)
-        _wait(stop, activity, getattr(args, "activity_every", 10.0))
+        gone = _wait(stop, activity, getattr(args, "activity_every", 10.0), redis)
+    if gone:
+        log.error("%s; stopping too (run the command again to start a server of its own)", gone)
+        return 1
     log.info("stopped")
     return 0
 
 
 def _redis(args: argparse.Namespace, state: StateDir, cleanup: contextlib.ExitStack) -> Redis:
-    """The server to use: --redis-url's, the running one of this directory, or a new embedded Valkey."""
+    """The server to use: --redis-url's, the running one of this directory and command, or a new embedded Valkey."""
     if args.redis_url:
         return Redis(args.redis_url, "given with --redis-url; not started or stopped by this command")
+    command = f"asynqpy {state.kind}"
     try:
         state.lock()
     except StateDirBusy as busy:
         url = state.running_url()
-        if url and answers(url):
-            return Redis(url, f"the server of process {busy.pid} (it holds {state.path}); left running")
+        if url and _alive(busy.pid) and answers(url):
+            if getattr(args, "fresh", False):
+                raise UsageError(f"--fresh: the server of process {busy.pid} ({command}, {state.path}) runs; stop "
+                                 "it first") from None
+            return Redis(url, f"reused: the server of `{command}` in process {busy.pid}, data in {state.data_dir}; "
+                              f"left running; for a clean one stop that process, then `{command} --fresh`",
+                         owner=busy.pid)
         raise UsageError(f"{state.path} is locked by process {busy.pid or '?'}, whose server does not answer "
                          "(still starting?): stop that process or wait") from None
     cleanup.callback(state.unlock)
     orphan = stop_orphan(state.data_dir)
     notes = [f"  Note:      stopped valkey-server {orphan}, left running on {state.data_dir} by an earlier run"] \
         if orphan else []
+    if state.legacy_data_dir.is_dir():
+        notes.append(f"  Note:      {state.legacy_data_dir} holds an older asynqpy's data and is not used: "
+                     "remove it")
+    if getattr(args, "fresh", False) and state.data_dir.exists():
+        shutil.rmtree(state.data_dir)
     port = args.port
     if port and not port_is_free(port):
         raise UsageError(f"port {port} is in use (another Redis?): choose another with --port, or --port 0 for any")
     if port is None:
         port = DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
         if port != DEFAULT_PORT:
-            notes.append(f"  Note:      port {DEFAULT_PORT} is taken (another Redis?), so this one is on {port}; "
+            other = StateDir(state.root.parent, "redis" if state.kind == "dev" else "dev").live()
+            whose = f"`asynqpy {other.kind}` of this directory has it" if other and f":{DEFAULT_PORT}/" in other.url \
+                else "another Redis?"
+            notes.append(f"  Note:      port {DEFAULT_PORT} is taken ({whose}), so this one is on {port}; "
                          "commands started below this directory find it anyway")
     embedded = EmbeddedServer(port=port or None, data_dir=state.data_dir).start()
     cleanup.callback(embedded.stop)
     state.publish(embedded.url)
     cleanup.callback(state.withdraw)
-    return Redis(embedded.url, f"embedded Valkey, data in {embedded.data_dir}", notes)
+    kept = _key_count(embedded.url)
+    data = f"data kept in {embedded.data_dir}" + (f", {kept} keys from earlier runs; `{command} --fresh` starts "
+                                                  "empty" if kept else "")
+    return Redis(embedded.url, f"started: embedded Valkey, {data}", notes)
+
+
+def _key_count(url: str) -> int:
+    """How many keys the server just started with (what earlier runs kept)."""
+    import redis
+
+    conn = redis.Redis.from_url(url)
+    try:
+        return int(conn.dbsize())
+    finally:
+        conn.close()
+
+
+def _neighbour(state: StateDir, redis_only: bool) -> list[str]:
+    """What the banner says about the other command's server in this directory (they never share one)."""
+    other = StateDir(state.root.parent, "dev" if redis_only else "redis").live()
+    if other is None:
+        return []
+    if redis_only:
+        return [f"  Note:      `asynqpy dev` of this directory runs its own server, {other.url}, with its demo "
+                "worker; it never sees this one's tasks. Commands here find this one; --redis-url reaches the demo's"]
+    return [f"  Note:      `asynqpy redis` of this directory runs at {other.url}; commands here find that one "
+            f"first: add --redis-url to reach this one"]
+
+
+def _alive(pid: int) -> bool:
+    """True when pid is a live process (not a zombie)."""
+    if pid <= 0:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _start_addons(args: argparse.Namespace, url: str, state_dir: Path, cleanup: contextlib.ExitStack) -> list[str]:
@@ -111,7 +168,8 @@ def _start_addons(args: argparse.Namespace, url: str, state_dir: Path, cleanup: 
         try:
             running = addon.start(DevContext(redis_url=url, state_dir=state_dir, args=args))
         except Exception as exc:  # dev goes on without it, and says so
-            log.warning("dev add-on %s did not start: %s", addon.name, exc, exc_info=True)
+            # an add-on's own error says what to do; anything else is a bug worth its traceback
+            log.warning("dev add-on %s did not start: %s", addon.name, exc, exc_info=not isinstance(exc, AsynqError))
             lines.append(f"  {addon.name}: did not start: {exc}")
             continue
         cleanup.callback(running.stop)
@@ -156,11 +214,18 @@ def _stop_on_signals(stop: threading.Event) -> Any:
             signal.signal(s, handler)
 
 
-def _wait(stop: threading.Event, activity: Activity | None, every: float) -> None:
-    last = time.monotonic()
+def _wait(stop: threading.Event, activity: Activity | None, every: float, redis: Redis) -> str:
+    """Wait for stop, logging activity. Returns "" or, when the reused server's owner or server went away, why."""
+    last = last_check = time.monotonic()
     while not stop.wait(min(0.5, every)):
         now = time.monotonic()
         if activity is not None and now - last >= every:
             log.info("%s", Activity.line(activity.take(), now - last))
             last = now
-
+        if redis.owner is not None and now - last_check >= 1.0:
+            last_check = now
+            if not _alive(redis.owner):
+                return f"process {redis.owner}, whose server at {redis.url} this one reused, stopped"
+            if not answers(redis.url):
+                return f"the server at {redis.url} (of process {redis.owner}) does not answer PING"
+    return ""

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from asynqpy.devstate import choose_redis_url
@@ -111,7 +111,7 @@ class EmbeddedServer:
         self.stop()
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[Any]) -> None:
     """SIGTERM, then SIGKILL after 5 s; waits for the exit."""
     if proc.poll() is None:
         proc.terminate()
@@ -123,7 +123,10 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a server could listen on host:port now. SO_REUSEADDR, as valkey-server sets it, so sockets in
+    TIME_WAIT from a server stopped a moment ago do not make the port look taken (a listener still does)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -169,6 +172,7 @@ def answers(url: str) -> bool:
 
 
 def default_redis_url() -> str:
-    """ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server found by walking up from the current
-    directory (`.asynqpy/redis.url`), then localhost. asynqpy.devstate.choose_redis_url says which and why."""
+    """ASYNQPY_REDIS_URL, then REDIS_URL, then the live `asynqpy redis` (else `asynqpy dev`) server found by walking
+    up from the current directory (`.asynqpy/redis/`, `.asynqpy/dev/`), then localhost.
+    asynqpy.devstate.choose_redis_url says which and why."""
     return choose_redis_url().url

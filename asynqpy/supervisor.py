@@ -35,6 +35,7 @@ class WorkerSpec:
 def serve_one(spec: WorkerSpec, serve_http: bool = True) -> None:
     """Entry of one worker process (also used in-process when processes == 1). With metrics, a child of a
     supervisor (serve_http=False) writes them to the shared multiprocess directory; a lone process serves them."""
+    from asynqpy.failurelog import FailureLog
     from asynqpy.loader import load_mux
     from asynqpy.server import Server
 
@@ -48,6 +49,7 @@ def serve_one(spec: WorkerSpec, serve_http: bool = True) -> None:
 
         metrics = WorkerMetrics(REGISTRY, max_task_types=spec.max_task_types)
     hooks = (*spec.config.outcome_hooks, metrics.observe) if metrics else spec.config.outcome_hooks
+    hooks = (*hooks, FailureLog())  # a plain worker says when a task fails
     server = Server(spec.redis_url, spec.config, outcome_hooks=hooks)
     http = None
     if metrics is not None:

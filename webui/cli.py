@@ -57,6 +57,20 @@ def app_settings(args: argparse.Namespace) -> dict[str, Any]:
     return cfg
 
 
+def _http(listener: str) -> str:
+    """A gunicorn listener as a URL: TCP listeners print as http://host:port already, unix sockets as a path."""
+    return listener if "://" in listener else f"http://{listener}"
+
+
+def _warn_without_users(config: Any) -> None:
+    """Nobody can log in without a users file (unless a trusted proxy names the user): say how to add one."""
+    users = config.get("ASYNQPY_USERS")
+    users = os.path.abspath(users) if users else users
+    if users and not os.path.exists(users) and not config.get("ASYNQPY_AUTH_HEADER"):
+        say(f"asynqpy web: warning: there is no users file at {users}, so nobody can log in; add a user with: "
+              f"asynqpy user add NAME --role admin --users {users}", file=sys.stderr, flush=True)
+
+
 def run_web(args: argparse.Namespace) -> int:
     """Run gunicorn in this process until SIGINT/SIGTERM. Returns the exit code."""
     if args.workers < 1 or args.threads < 1:
@@ -73,6 +87,7 @@ def run_web(args: argparse.Namespace) -> int:
 
     cfg = app_settings(args)
     app = create_app(cfg)  # checks the settings (and Redis URL form) before gunicorn forks
+    _warn_without_users(app.config)
     wsgi = wrap(app, prefix=prefix, trusted=cfg.get("ASYNQPY_TRUSTED_PROXIES", ()))
     options = {"bind": args.bind, "workers": args.workers, "threads": args.threads, "worker_class": "gthread",
                "accesslog": "-", "errorlog": "-", "graceful_timeout": 10, "timeout": 60,
@@ -91,7 +106,7 @@ def run_web(args: argparse.Namespace) -> int:
             return wsgi
 
     def when_ready(arbiter: Any) -> None:  # said once gunicorn listens (and handles SIGINT/SIGTERM itself)
-        where = ", ".join(f"http://{s}{prefix}/" for s in getattr(arbiter, "LISTENERS", ())) or args.bind
+        where = ", ".join(f"{_http(str(s))}{prefix}/" for s in getattr(arbiter, "LISTENERS", ())) or args.bind
         say(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
 
     options["when_ready"] = when_ready

@@ -9,7 +9,7 @@ from typing import Any
 
 from asynqpy.errors import UsageError
 from asynqpy.scheduler.core import Scheduler
-from asynqpy.scheduler.manager import PeriodicTaskManager, YamlFileProvider
+from asynqpy.scheduler.manager import ConfigError, PeriodicTaskManager, YamlFileProvider
 
 
 def load_scheduler(spec: str) -> Scheduler | PeriodicTaskManager:
@@ -57,5 +57,8 @@ def _cmd_scheduler(args: argparse.Namespace) -> int:
         sched = runner.scheduler if isinstance(runner, PeriodicTaskManager) else runner
         if redis_url:
             sched.redis_url = redis_url
-    runner.run()
+    try:
+        runner.run()
+    except ConfigError as exc:  # a config file that cannot be used at start is a usage error (exit 2)
+        raise UsageError(str(exc)) from None
     return 0

@@ -140,21 +140,27 @@ class PeriodicTaskManager:
         self.syncs = 0
         self._ids: set[str] = set()
 
-    def sync(self) -> bool:
-        """Read the provider and apply the changes. False (logged, counted) when the provider failed."""
+    def _wanted(self) -> dict[str, Any]:
+        """The provider's entries by id. Raises what the provider raises, or ConfigError naming a bad entry."""
+        s = self.scheduler
+        wanted = {}
+        for i, c in enumerate(list(self.provider.get_configs())):
+            try:
+                e = make_entry(c.cronspec, c.task, dict(c.options), {}, location=s.location, entry_id=None,
+                               now=s.clock.now())
+            except InvalidArgumentError as exc:
+                where = f"{self.provider.path}: configs[{i}]" if isinstance(self.provider, YamlFileProvider) \
+                    else f"entry {i}"
+                raise ConfigError(f"{where} ({c.task.type}): {exc}") from exc
+            wanted[e.id] = c
+        return wanted
+
+    def sync(self, wanted: dict[str, Any] | None = None) -> bool:
+        """Read the provider (unless given what it read) and apply the changes. False (logged, counted) when the
+        provider failed."""
         s = self.scheduler
         try:
-            configs = list(self.provider.get_configs())
-            wanted = {}
-            for i, c in enumerate(configs):
-                try:
-                    e = make_entry(c.cronspec, c.task, dict(c.options), {}, location=s.location, entry_id=None,
-                                   now=s.clock.now())
-                except InvalidArgumentError as exc:
-                    where = f"{self.provider.path}: configs[{i}]" if isinstance(self.provider, YamlFileProvider) \
-                        else f"entry {i}"
-                    raise ConfigError(f"{where} ({c.task.type}): {exc}") from exc
-                wanted[e.id] = c
+            wanted = self._wanted() if wanted is None else wanted
         except Exception as exc:
             self.sync_failures += 1
             level = logging.ERROR if str(exc) != self.last_error else logging.DEBUG  # once per distinct error
@@ -192,8 +198,14 @@ class PeriodicTaskManager:
         self.scheduler.stop()
 
     def _first_sync(self) -> None:
-        if not self.sync():
-            raise ConfigError(f"cannot start: {self.last_error}")
+        """Raises ConfigError, and logs nothing (there are no entries to keep yet), when the first read fails."""
+        try:
+            wanted = self._wanted()
+        except Exception as exc:
+            self.sync_failures += 1
+            self.last_error = str(exc)
+            raise ConfigError(f"cannot start: {exc}") from exc
+        self.sync(wanted)
 
     async def _run(self, *, signals: bool) -> None:
         syncer = asyncio.ensure_future(self._sync_loop())

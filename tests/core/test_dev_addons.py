@@ -64,4 +64,4 @@ def test_addons_add_options_banner_lines_and_are_stopped(tmp_path: Path) -> None
         assert "broken: did not start: no assets built" in banner  # dev goes on without it, and says so
         code, out = dev.stop(signal.SIGTERM)
     assert code == 0, out
-    assert (work / ".asynqpy" / "board.stopped").read_text() == "yes"
+    assert (work / ".asynqpy" / "dev" / "board.stopped").read_text() == "yes"

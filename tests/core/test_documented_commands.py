@@ -55,6 +55,7 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
     for q in ("default", "low"):
         client.enqueue(Task("report:daily", b"acme"), queue=q)
     app = next(body for lang, body in blocks(section("Quick start")) if body.startswith("# app/tasks.py"))
+    app += next(body for lang, body in blocks(section("Tasks as functions")) if body.startswith("# app/tasks.py"))
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "tasks.py").write_text(app)  # the module the worker commands name
     cron = section("Scheduler: periodic tasks")  # app/cron.py and cron.yaml, for the scheduler commands

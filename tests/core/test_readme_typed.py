@@ -45,14 +45,25 @@ def clean_modules() -> Iterator[None]:
             sys.modules[name] = mod
 
 
+def quick_start_tasks() -> str:
+    text = README.read_text()
+    start = text.index("\n## Quick start\n")
+    return next(b for b in re.findall(r"```python\n(.*?)```", text[start:], flags=re.S) if b.startswith("# app/tasks"))
+
+
 def test_tasks_module_and_producer(redis_url: str, r: redis.Redis, capsys: pytest.CaptureFixture[str],
-                                   clean_modules: None) -> None:
+                                   clean_modules: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typed tasks continue the Quick start's app/tasks.py (one module, one mux), and the producer uses the
+    default URL resolution, as the Quick start's does."""
     tasks_code, producer, _ = section_blocks()
+    assert tasks_code.startswith("# app/tasks.py, continued") and "ServeMux()" not in tasks_code
+    assert "redis://" not in producer
+    monkeypatch.setenv("REDIS_URL", redis_url)
     app = types.ModuleType("app")
     app.__path__ = []  # a package, as app/ is
     sys.modules["app"] = app
-    tasks = module("app.tasks", tasks_code)
-    exec(producer.replace("redis://localhost:6379/0", redis_url), {})
+    tasks = module("app.tasks", quick_start_tasks() + "\n" + tasks_code)
+    exec(producer, {})
     assert capsys.readouterr().out == "too - send_welcome() got an unexpected argument 'too'\n"
     assert tasks.outbox == ["Welcome, there <test@example.com>"]  # the plain call
     assert r.llen(keys.pending("critical")) == 1 and r.zcard(keys.scheduled("critical")) == 1

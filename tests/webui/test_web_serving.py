@@ -4,7 +4,10 @@ a sub-path behind a reverse proxy; forwarded headers only from trusted proxies; 
 from __future__ import annotations
 
 import argparse
+import logging
 import re
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from werkzeug.test import Client as WsgiClient
 
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.plugins import DevContext, dev_addons
+from tests.helpers import wait_for
 from tests.webui.authkit import PASSWORDS, make_app
 from webui import settings
 from webui.dev import ensure_admin
@@ -68,8 +72,21 @@ def test_forwarded_proto_only_from_trusted_proxies(redis_url: str, users_path: P
     app.extensions["asynqpy.inspector"].close()
 
 
-def test_dev_addon_starts_the_dashboard_with_an_admin(redis_url: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def _failed_login(url: str) -> None:
+    jar = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    page = jar.open(url + "login", timeout=5).read().decode()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert token, page[:400]
+    data = urllib.parse.urlencode({"username": "admin", "password": "wrong", "csrf_token": token[1]}).encode()
+    req = urllib.request.Request(url + "login", data=data, headers={"Origin": url.rstrip("/")})
+    try:
+        jar.open(req, timeout=5).read()
+    except urllib.error.HTTPError:
+        pass  # the login page again, with its status
+
+
+def test_dev_addon_starts_the_dashboard_with_an_admin(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.delenv("ASYNQPY_WEB_USERS", raising=False)
     monkeypatch.delenv("ASYNQPY_ADMIN_PASSWORD", raising=False)
     addon = next(a for a in dev_addons() if a.name == "dashboard")
@@ -80,14 +97,25 @@ def test_dev_addon_starts_the_dashboard_with_an_admin(redis_url: str, tmp_path: 
     args.web_port = _free()
     running = addon.start(DevContext(redis_url, tmp_path, args))
     try:
-        url = running.banner[0].split("Dashboard: ")[1]
+        url = running.banner[0].split("Dashboard: ")[1].split()[0]
+        assert url == f"http://127.0.0.1:{args.web_port}/"
         password = re.search(r"log in as admin / (\S+)", running.banner[1])
         assert password, running.banner
         assert UsersFile(tmp_path / "users.toml").authenticate("admin", password[1]) is not None
         with urllib.request.urlopen(url + "healthz", timeout=5) as resp:
             assert resp.status == 200
+            assert resp.headers["Server"] == "gunicorn"  # as `asynqpy web` serves it, not Werkzeug's dev server
+        assert f"Metrics:   {url}metrics" in running.banner[2]
+        with caplog.at_level(logging.INFO, logger="asynqpy.dev.dashboard"):
+            _failed_login(url)  # writes an audit record
+            wait_for(lambda: any(r.getMessage().startswith("audit: ") for r in caplog.records), what="audit line")
     finally:
         running.stop()
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("audit: ")]
+    assert line.startswith("audit: admin ") and "login" in line and len(line) < 120, line  # short, not the JSON
+    assert "asynqpy.audit: {" in (tmp_path / "dashboard.log").read_text()  # the JSON record: in the log file
+    assert '"GET /healthz HTTP/1.1" 200' in (tmp_path / "dashboard.log").read_text()  # access lines: the log only
+    assert not (tmp_path / "dashboard.pid").exists()
     # a second start keeps the account and does not print a password again
     assert ensure_admin(str(tmp_path / "users.toml"), None) is None
     assert ensure_admin(str(tmp_path / "users.toml"), "from-the-env-1") is None
@@ -107,3 +135,30 @@ def test_web_command_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> 
     assert "--workers" in capsys.readouterr().err
     assert main(["web", "--url-prefix", "asynq"]) == 2
     assert "must start with '/'" in capsys.readouterr().err
+
+
+def test_dev_dashboard_shows_an_audit_record_as_one_short_line() -> None:
+    from webui.dev import audit_line
+
+    record = {"action": "task.delete", "outcome": "ok", "user": "alice", "role": "operator", "queue": "critical",
+              "task_ids": ["a", "b", "c"], "addr": "127.0.0.1", "request_id": "r" * 32, "hash": "h" * 64,
+              "prev": "p" * 64, "seq": 7, "time": 1.0}
+    assert audit_line(record) == "audit: alice (operator) task.delete critical, 3 tasks: ok"
+    assert audit_line({"action": "login", "outcome": "denied", "detail": "x" * 100}) == \
+        f"audit: - login: denied ({'x' * 80}...)"
+    assert audit_line({"refused": "login", "outcome": "failure", "user": "admin", "counted": 1}) == \
+        "audit: admin refused login: failure"
+
+
+def test_web_prints_one_scheme_and_warns_when_nobody_can_log_in(redis_url: str, tmp_path: Path) -> None:
+    from tests.core.procs import Proc
+
+    port = _free()
+    with Proc.asynqpy("web", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--redis-url", redis_url,
+                      cwd=tmp_path) as web:
+        out = web.wait_for("serving the dashboard")
+        assert web.stop()[0] == 0
+    assert f"serving the dashboard on http://127.0.0.1:{port}/\n" in out, out
+    users = tmp_path / "asynqpy-users.toml"
+    assert f"there is no users file at {users}, so nobody can log in; add a user with: asynqpy user add NAME " \
+           f"--role admin --users {users}" in out
