@@ -2,6 +2,11 @@
 end of 1,000,000 tasks, and Redis commands per second while 20 clients poll the overview under gunicorn.
 
     python bench/web_bench.py [--tasks 1000000] [--clients 20] [--seconds 20]
+    python bench/web_bench.py --observers [--seconds 30]   # issue 20 section 4: what observers cost Redis
+
+--observers: Redis commands/s (INFO commandstats deltas) for 1, 20 and 100 logged-in browsers polling the overview
+and a queue page every 5 s (gunicorn, 2 workers, 10 queues) and 1 and 5 scrapers of /metrics every 5 s; then the
+overview's server time and a fresh snapshot's time at 10, 100 and 1,000 queues.
 
 Runs on a private embedded Valkey; data is written in asynq's layout by bench/inspector_data.py's loader.
 """
@@ -90,6 +95,116 @@ def poll(base: str, clients: int, seconds: float, interval: float, r: redis.Redi
     return (commands(r) - before) / elapsed, statistics.median(lat), len(lat)
 
 
+POLL_HEADERS = {"HX-Request": "true", "X-Asynqpy-Poll": "1"}  # a live refresh, as static/app.js sends it
+
+
+def script_commands(r: redis.Redis) -> int:
+    """Commands Redis ran, counted as INFO commandstats counts them (those scripts run included), INFO excluded."""
+    return sum(int(v["calls"]) for k, v in r.info("commandstats").items() if not k.startswith("cmdstat_info"))
+
+
+def observers(base: str, browsers: int, scrapers: int, seconds: float, interval: float,
+              r: redis.Redis) -> tuple[float, int]:
+    """browsers logged-in clients polling the overview and a queue page, scrapers scraping /metrics, each every
+    interval seconds (spread over it), for seconds (bounded). Returns (Redis commands/s, requests)."""
+    openers = [login_opener(base) for _ in range(browsers)]
+    n = [0]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds + 1.0
+
+    def client(op: urllib.request.OpenerDirector | None, offset: float) -> None:
+        time.sleep(offset)
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            paths = ["/", "/queues/q001"] if op is not None else ["/metrics"]
+            for path in paths:
+                req = urllib.request.Request(base + path, headers=POLL_HEADERS if op is not None else {})
+                (op.open if op is not None else urllib.request.urlopen)(req, timeout=30).read()
+                with lock:
+                    n[0] += 1
+            time.sleep(max(0.0, interval - (time.perf_counter() - t0)))
+
+    clients = [*openers, *([None] * scrapers)]
+    threads = [threading.Thread(target=client, args=(op, i * interval / len(clients)), daemon=True)
+               for i, op in enumerate(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(interval)  # every client has started: measure whole intervals
+    before, t0 = script_commands(r), time.monotonic()
+    time.sleep(seconds - interval)
+    cps = (script_commands(r) - before) / (time.monotonic() - t0)
+    for t in threads:
+        t.join(timeout=60)
+    return cps, n[0]
+
+
+def observer_rows(args: argparse.Namespace, users: Path) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    with EmbeddedServer() as server:
+        r = redis.Redis.from_url(server.url)
+        load = Loader(r, time.time())
+        for i in range(10):
+            for state, count in PER_QUEUE.items():
+                load.add(f"q{i:03d}", i, state, count)
+        port = free_port()
+        env = {**os.environ, "ASYNQPY_WEB_SECRET": "w" * 40}
+        proc = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "web", "--bind", f"127.0.0.1:{port}",
+                                 "--workers", "2", "--threads", "8", "--users", str(users), "--redis-url",
+                                 server.url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(200):
+                try:
+                    urllib.request.urlopen(base + "/healthz", timeout=1).read()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            for b, m in ((1, 0), (20, 0), (100, 0), (0, 1), (0, 5)):
+                cps, n = observers(base, b, m, args.seconds, 5.0, r)
+                who = f"{b} browser(s)" if b else f"{m} scraper(s)"
+                rows.append((f"{who} polling every 5 s, 10 queues (gunicorn, 2 workers)",
+                             f"{cps:,.0f} Redis commands/s ({n} requests)"))
+        finally:
+            proc.terminate()
+            proc.wait(20)
+        r.close()
+    for queues in (10, 100, 1000):
+        rows += overview_rows(queues, users)
+    return rows
+
+
+def overview_rows(queues: int, users: Path) -> list[tuple[str, str]]:
+    """A fresh snapshot's time and the overview refresh's server time (new and shared snapshot) at queues."""
+    with EmbeddedServer() as server:
+        r = redis.Redis.from_url(server.url)
+        load = Loader(r, time.time())
+        for i in range(queues):
+            for state, count in PER_QUEUE.items():
+                load.add(f"q{i:04d}", i % 1000, state, count)
+        app = create_app({"ASYNQPY_REDIS_URL": server.url, "ASYNQPY_USERS": str(users), "SECRET_KEY": "b" * 40,
+                          "ASYNQPY_SAMPLE_SECONDS": 0})
+        c = app.test_client()
+        page = c.get("/login").get_data(as_text=True)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert token
+        c.post("/login", data={"username": "admin", "password": PASSWORD, "csrf_token": token[1]})
+        insp = app.extensions["asynqpy.inspector"]
+        reps = 10 if queues < 1000 else 5
+        fresh = timed(lambda: insp.queue_snapshot(0), reps)
+        shared = timed(lambda: c.get("/", headers={"HX-Request": "true"}), reps)
+
+        def fresh_page() -> None:
+            r.delete("asynqpy:{snapshot}:queues")
+            c.get("/", headers={"HX-Request": "true"})
+
+        new = timed(fresh_page, reps)
+        insp.close()
+        r.close()
+    return [(f"{queues} queues: a fresh snapshot (memory sampled when due)", f"{statistics.median(fresh):.1f} ms"),
+            (f"{queues} queues: overview refresh, new snapshot / shared snapshot",
+             f"{statistics.median(new):.1f} ms / {statistics.median(shared):.1f} ms")]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=1_000_000, help="tasks in the big queue (default 1,000,000)")
@@ -97,11 +212,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--observers", action="store_true", help="what observers cost Redis (issue 20 section 4)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="asynqpy-webbench-"))
     users = tmp / "users.toml"
     create_user(users, "admin", "admin", PASSWORD)
     rows: list[tuple[str, str]] = []
+    if args.observers:
+        return _print(observer_rows(args, users))
     with EmbeddedServer() as server:
         r = redis.Redis.from_url(server.url)
         load = Loader(r, time.time())
@@ -160,10 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             proc.terminate()
             proc.wait(20)
         r.close()
+    return _print(rows)
+
+
+def _print(rows: list[tuple[str, str]]) -> int:
     width = max(len(a) for a, _ in rows)
     print(f"{'measurement':<{width}}  result")
     for a, b in rows:
-        print(f"{a:<{width}}  {b}")
+        print(f"{a:<{width}}  {b}", flush=True)
     return 0
 
 

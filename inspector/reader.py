@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,8 +75,10 @@ def queues(ctx: Ctx) -> list[str]:
     return sorted(text(q) for q in ctx.command("SMEMBERS", keys.QUEUES))
 
 
-def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool) -> list[QueueInfo]:
+def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool | Collection[str]) -> list[QueueInfo]:
     """Infos of the given queues (every registered queue when None), one pipelined round trip for all of them.
+
+    memory: sample the memory estimate of every queue (True), of none (False) or of the queues in a collection.
 
     Raises QueueNotFoundError for a given name that is not registered.
     """
@@ -84,7 +86,7 @@ def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool) -> list[
     if not names:
         return []
     now = ctx.now()
-    calls = [queue_info_call(q, now, memory=memory) for q in names]
+    calls = [queue_info_call(q, now, memory=memory if isinstance(memory, bool) else q in memory) for q in names]
 
     def fill(b: Batch) -> None:
         b.command("SMISMEMBER", keys.QUEUES, *names)

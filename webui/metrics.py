@@ -3,8 +3,9 @@
 Register it with `app.register_blueprint(webui.metrics.bp)`. It reads from the app config:
 ASYNQPY_INSPECTOR (an Inspector to use; default: the dashboard's, when mounted on it) or ASYNQPY_REDIS_URL
 (default: asynqpy's default URL), METRICS_TOKEN (require `Authorization: Bearer <token>`; default
-ASYNQPY_METRICS_TOKEN from the environment) and METRICS_MAX_AGE (seconds a shared snapshot may be reused,
-default 2). A scrape always answers 200, whatever Redis does (see exporter.collector).
+ASYNQPY_METRICS_TOKEN from the environment) and METRICS_MAX_AGE (seconds a shared snapshot may be reused;
+default the dashboard's ASYNQPY_POLL_SECONDS, so scrapes and pages share one snapshot per interval, else 2).
+A scrape always answers 200, whatever Redis does (see exporter.collector).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def _collector() -> QueueStateCollector:
         # The dashboard's own Inspector when mounted on it: scrapes and pages share one pool and one last snapshot.
         insp = (cfg.get("ASYNQPY_INSPECTOR") or current_app.extensions.get("asynqpy.inspector")
                 or Inspector(cfg.get("ASYNQPY_REDIS_URL") or default_redis_url()))
-        col = QueueStateCollector(insp, max_age=float(cfg.get("METRICS_MAX_AGE", 2.0)))
+        max_age = cfg.get("METRICS_MAX_AGE", cfg.get("ASYNQPY_POLL_SECONDS", 2.0))
+        col = QueueStateCollector(insp, max_age=float(max_age))
         current_app.extensions[_EXT] = col
     return col
 

@@ -13,6 +13,7 @@ from inspector.models import QueueInfo
 from inspector.samples import TOTAL, SizeSample
 from webui import access, charts, inspector, snapshot
 from webui.auth import public, require_role
+from webui.pollcache import polled
 from webui.render import page
 
 bp = Blueprint("pages", __name__)
@@ -80,7 +81,7 @@ def sizes_chart() -> Any:
                    for s in insp.size_samples(since=insp.now() - 3600)]
         return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, "Queue sizes, last hour"),
                     queue=None)
-    samples = insp.size_samples(since=insp.now() - 3600, totals=queue is None)
+    samples = polled(("size_samples", queue), lambda: insp.size_samples(since=insp.now() - 3600, totals=queue is None))
     label = "Queue sizes, last hour" + (f", queue {bounds.clip(queue)}" if queue else "")
     return page("partials/_sizes_chart.html", chart=charts.size_lines(samples, label, queue or TOTAL), queue=queue)
 
@@ -92,9 +93,11 @@ def errors() -> Any:
     insp = inspector()
     if queue:
         access.require(queue, "viewer")
-    names = access.visible(insp.queues())
+    names = access.visible(polled(("queues",), insp.queues))
     which = [queue] if queue else names if access.hides_some() else None
-    found = insp.recent_failures(which, limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
+    limit = current_app.config["ASYNQPY_FAILURES_LIMIT"]
+    found = polled(("recent_failures", tuple(which) if which is not None else None, limit),
+                   lambda: insp.recent_failures(which, limit=limit))
     return page("errors.html", "partials/_errors.html", found=found, queue=queue, queues=names,
                 limit=current_app.config["ASYNQPY_FAILURES_LIMIT"])
 
@@ -102,7 +105,8 @@ def errors() -> Any:
 @bp.get("/servers")
 @require_role("viewer")
 def servers() -> Any:
-    return page("servers.html", "partials/_servers.html", servers=access.servers(inspector().servers()),
+    return page("servers.html", "partials/_servers.html", servers=access.servers(polled(("servers",),
+                                                                                        inspector().servers)),
                 now=inspector().now())
 
 

@@ -15,6 +15,7 @@ from inspector.jobs import Job
 from inspector.models import ActiveWorker, QueueInfo, SearchResult, ServerInfo, TaskPage
 from webui import access, inspector, queuenames, snapshot, trace_link
 from webui.auth import require_role
+from webui.pollcache import polled
 from webui.render import STATES, page
 
 bp = Blueprint("queues", __name__)
@@ -65,7 +66,8 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     elif state == "aggregating" and group is None:
         tasks = ()
     else:
-        result = access.page(inspector().list_tasks(queue, state, page=num, size=size, group=group))
+        result = access.page(polled(("list_tasks", queue, state, num, size, group),
+                                    lambda: inspector().list_tasks(queue, state, page=num, size=size, group=group)))
         tasks = result.tasks
     running = join_active(queue) if state == "active" else None
     total = info.count(state) if not group else next((g.size for g in groups if g.group == group), 0)
@@ -92,7 +94,7 @@ class Running:
 
 
 def join_active(queue: str) -> Running:
-    found = access.servers(inspector().servers())
+    found = access.servers(polled(("servers",), inspector().servers))
     on = {w.task_id: (s, w) for s in found for w in s.active_workers if w.queue == queue}
     return Running(on, tuple(s for s in found if queue in s.queues))
 
@@ -100,7 +102,8 @@ def join_active(queue: str) -> Running:
 def recent_jobs(queue: str) -> list[Job]:
     """The queue's running jobs and those that ended in the last half minute (their final count shows)."""
     now = inspector().now()
-    return [j for j in inspector().jobs(queue=queue, limit=5) if not j.finished or now - j.updated_at < 30]
+    jobs = polled(("jobs", queue), lambda: inspector().jobs(queue=queue, limit=5))
+    return [j for j in jobs if not j.finished or now - j.updated_at < 30]
 
 
 @bp.get("/queues/<queue:queue>")

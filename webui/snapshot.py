@@ -1,9 +1,12 @@
 """The queue infos the overview and the queue pages show, from one place: the shared snapshot
-(Inspector.queue_snapshot, kept in Redis for a second or two for every app process and the exporter) when the
-Inspector has it, else queue_infos().
+(Inspector.queue_snapshot, kept in Redis for every app process and the exporter) when the Inspector has it, else
+queue_infos().
 
+Pages read a snapshot up to one live-refresh interval (ASYNQPY_POLL_SECONDS) old, so however many browsers poll,
+Redis computes one snapshot per interval; a POST (an action) takes a new one, so the page shows the change.
 Memory use is sampled (MEMORY USAGE on ~100 keys per queue, asynq's own estimate) at most once a minute per
-queue and process: on every refresh it would be most of the dashboard's Redis load (asynq #1160, asynqmon #296).
+queue, by the snapshot's taker, for every process (inspector.snapshot); on every refresh it would be most of
+the dashboard's Redis load (asynq #1160, asynqmon #296). Without the snapshot, at most once a minute per process.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ import dataclasses
 import threading
 import time
 
-from flask import request
+from flask import current_app, request
 
 from inspector.models import QueueInfo
 from webui import inspector
+from webui.auth import is_background
 
 MEMORY_SECONDS = 60.0
 _memory: dict[str, tuple[int | None, float]] = {}  # queue -> (bytes, when sampled, monotonic)
@@ -46,7 +50,13 @@ def _shared() -> list[QueueInfo] | None:
         return None
     # After an action (a POST) take a new snapshot: the page must show the change, and the stored snapshot
     # every other viewer reads is then the new one too.
-    return list(snap(max_age=0.0 if request.method == "POST" else 2.0).queues)
+    max_age = 0.0 if request.method == "POST" else float(current_app.config["ASYNQPY_POLL_SECONDS"])
+    last = getattr(inspector(), "last_snapshot", None)
+    if max_age and is_background() and last is not None:  # a live refresh: this process's snapshot, if young
+        mine = last()
+        if mine is not None and not mine.unshared and mine.age() <= max_age:
+            return list(mine.queues)
+    return list(snap(max_age=max_age).queues)
 
 
 def queue_infos() -> list[QueueInfo]:

@@ -247,6 +247,9 @@ def type_hour(task_type: str, hour: int) -> str:
 # The shared queue snapshot (compressed JSON) and the lock its one taker holds.
 SNAPSHOT = "asynqpy:{snapshot}:queues"
 SNAPSHOT_LOCK = "asynqpy:{snapshot}:queues:lock"
+# Per queue, its last memory estimate and when it was taken ("bytes:unix seconds"): sampled once a minute at most,
+# by whichever process takes the snapshot.
+SNAPSHOT_MEMORY = "asynqpy:{snapshot}:memory"
 # Queue-size samples for the dashboard's chart: per queue, and summed over queues.
 SIZE_SAMPLES = "asynqpy:{sizes}"
 SIZE_TOTALS = "asynqpy:{sizes}:total"

@@ -110,3 +110,43 @@ def test_stale_or_foreign_snapshot_is_retaken(insp: Inspector, client: Client, r
     client.enqueue(Task("t"), queue="q")
     r.set(keys.SNAPSHOT, b"not json")
     assert [q.queue for q in insp.queue_snapshot().queues] == ["q"]
+
+
+def test_an_incremental_snapshot_keeps_unchanged_queues_and_rereads_changed_ones(
+        insp: Inspector, client: Client, worker: Worker, clock: Clock, r: redis.Redis) -> None:
+    client.enqueue(Task("t"), queue="quiet")
+    client.enqueue(Task("t"), queue="busy")
+    first = insp.queue_snapshot(0)
+    assert first.queue("quiet").pending == 1  # type: ignore[union-attr]
+    clock.advance(10)
+    client.enqueue(Task("t"), queue="busy")
+    r.config_resetstat()
+    second = insp.queue_snapshot(0)
+    busy, quiet = second.queue("busy"), second.queue("quiet")
+    assert busy is not None and quiet is not None
+    assert busy.pending == 2 and quiet.pending == 1
+    assert quiet.latency == pytest.approx(first.queue("quiet").latency + 10, abs=1)  # type: ignore[union-attr]
+    # One queue_info script (the changed queue's), not two.
+    assert int(r.info("commandstats")["cmdstat_evalsha"]["calls"]) <= 2  # the script and the lock release
+    worker.take("busy", 1)  # a change the counts show (pending -> active)
+    clock.advance(1)
+    assert insp.queue_snapshot(0).queue("busy").active == 1  # type: ignore[union-attr]
+    clock.advance(31)  # past FULL_EVERY: every queue is read in full again
+    r.config_resetstat()
+    insp.queue_snapshot(0)
+    assert int(r.info("commandstats")["cmdstat_evalsha"]["calls"]) >= 2
+
+
+def test_memory_is_sampled_once_a_minute_per_queue(insp: Inspector, client: Client, clock: Clock,
+                                                   r: redis.Redis) -> None:
+    client.enqueue(Task("t", b"x" * 1000), queue="q")
+    assert insp.queue_snapshot(0).queue("q").memory_usage  # type: ignore[union-attr]
+    r.config_resetstat()
+    for _ in range(3):
+        clock.advance(15)
+        client.enqueue(Task("t"), queue="q")
+        assert insp.queue_snapshot(0).queue("q").memory_usage  # type: ignore[union-attr]  # the stored sample
+    assert "cmdstat_memory|usage" not in r.info("commandstats")
+    clock.advance(20)  # a minute since the sample
+    insp.queue_snapshot(0)
+    assert int(r.info("commandstats")["cmdstat_memory|usage"]["calls"]) >= 1
