@@ -20,9 +20,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import redis  # noqa: E402
+import redis
 
-from asynqpy import AsyncClient, Task  # noqa: E402
+from asynqpy import AsyncClient, Task
 
 COROUTINES = 100
 
