@@ -10,6 +10,7 @@ import redis
 import redis.asyncio as aredis
 from redis.exceptions import RedisError
 
+from asynqpy import tracing
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
@@ -95,8 +96,25 @@ class Client:
         unknown argument, RedisUnavailableError when Redis cannot be reached, and NotDurableError when the
         replicas of a durable enqueue did not confirm it in time.
         """
+        merged = options_from(options, fields)
+        tracer = tracing.current()
+        if tracer is not None:
+            return self._traced(tracer, task, merged)
+        return self._enqueue(task, merged)
+
+    def _traced(self, tracer: tracing.Tracer, task: Task, options: TaskOptions) -> TaskInfo:
+        (traced,), spans = tracing.publishing(tracer, [check_task(task, "task")], options.queue)
+        try:
+            info = self._enqueue(traced, options)
+        except BaseException as exc:
+            tracing.fail_all(spans, exc)
+            raise
+        tracing.settle(spans, [info])
+        return info
+
+    def _enqueue(self, task: Task, options: TaskOptions) -> TaskInfo:
         now = time.time()
-        opts, call = _prepare(task, options_from(options, fields), now)
+        opts, call = _prepare(task, options, now)
         try:  # not a with-block: this is the enqueue hot path
             if opts.durable is not None:
                 self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
@@ -115,8 +133,22 @@ class Client:
         node on a cluster). Raises InvalidArgumentError for a bad argument (before anything is enqueued) and
         RedisUnavailableError.
         """
+        merged = options_from(options, fields)
+        tracer = tracing.current()
+        if tracer is None:
+            return self._enqueue_many(tasks, merged, chunk)
+        traced, spans = tracing.publishing(tracer, [check_task(t, "tasks") for t in tasks], merged.queue)
+        try:
+            out = self._enqueue_many(traced, merged, chunk)
+        except BaseException as exc:
+            tracing.fail_all(spans, exc)
+            raise
+        tracing.settle(spans, out)
+        return out
+
+    def _enqueue_many(self, tasks: Iterable[Task], options: TaskOptions, chunk: int) -> list[TaskInfo | Exception]:
         now = time.time()
-        batch = Batch(tasks, options_from(options, fields), now, chunk)
+        batch = Batch(tasks, options, now, chunk)
         with reaching(self.url):
             if batch.prepared:
                 self._runner.run(state.register_queue(batch.queue))
@@ -157,6 +189,19 @@ class AsyncClient:
     async def enqueue(self, task: Task, options: TaskOptions | None = None, **fields: Any) -> TaskInfo:
         """See Client.enqueue."""
         merged = options_from(options, fields)
+        tracer = tracing.current()
+        if tracer is not None:
+            (traced,), spans = tracing.publishing(tracer, [check_task(task, "task")], merged.queue)
+            try:
+                info = await self._enqueue(traced, merged)
+            except BaseException as exc:
+                tracing.fail_all(spans, exc)
+                raise
+            tracing.settle(spans, [info])
+            return info
+        return await self._enqueue(task, merged)
+
+    async def _enqueue(self, task: Task, merged: TaskOptions) -> TaskInfo:
         if self._enqueuer is not None and not merged.durable:  # concurrent callers share round trips
             check_task(task, "task")
             try:
@@ -178,8 +223,23 @@ class AsyncClient:
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
                            **fields: Any) -> list[TaskInfo | Exception]:
         """See Client.enqueue_many."""
+        merged = options_from(options, fields)
+        tracer = tracing.current()
+        if tracer is None:
+            return await self._enqueue_many(tasks, merged, chunk)
+        traced, spans = tracing.publishing(tracer, [check_task(t, "tasks") for t in tasks], merged.queue)
+        try:
+            out = await self._enqueue_many(traced, merged, chunk)
+        except BaseException as exc:
+            tracing.fail_all(spans, exc)
+            raise
+        tracing.settle(spans, out)
+        return out
+
+    async def _enqueue_many(self, tasks: Iterable[Task], options: TaskOptions,
+                            chunk: int) -> list[TaskInfo | Exception]:
         now = time.time()
-        batch = Batch(tasks, options_from(options, fields), now, chunk)
+        batch = Batch(tasks, options, now, chunk)
         with reaching(self.url):
             if batch.prepared:
                 await self._runner.run(state.register_queue(batch.queue))

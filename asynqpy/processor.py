@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
 from asynqpy.fetch import Dequeued, dequeue_for
@@ -61,7 +63,8 @@ class Processor:
         self.acker = acker
         self.syncer = syncer
         self.on_retry = on_retry
-        self.handler = mux.compile(self._run_sync)
+        self.handler = tracing.wrap_handler(mux.compile(self._run_sync))  # itself when tracing is off
+        self.hooks = tracing.outcome_hooks(self.cfg.outcome_hooks)
         self.threads = HandlerThreads(self.cfg.concurrency, on_stuck=self._stuck_changed, stuck=rt.stuck)
         self.running = 0
         self._reserved = 0  # slots the dequeue in flight may fill: hand-off lanes must not take them meanwhile
@@ -204,7 +207,9 @@ class Processor:
             self.handoff.withdraw()  # full: no more hand-offs, not even while its lanes block
 
     async def _run_sync(self, fn: Handler, task: ReceivedTask) -> Any:
-        return await self.threads.run(fn, task)
+        # in the task's context, so a handler's own spans (and other context variables) follow the task
+        ctx = contextvars.copy_context()
+        return await self.threads.run(lambda t: ctx.run(fn, t), task)
 
     def _stuck_changed(self) -> None:
         self._slot.set()  # the fetch loop looks again: past max_stuck_threads it stops, below it goes on
@@ -241,7 +246,7 @@ class Processor:
                 self._idle.set()
 
     def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
-        hooks = self.cfg.outcome_hooks
+        hooks = self.hooks
         if hooks:
             ended = at.ended or time.time()
             call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,

@@ -15,10 +15,12 @@ from asynqpy.options import check_int
 from asynqpy.rdb.failures import url_of
 from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, failures, reader, samples, snapshot
+from inspector import actions, cluster, explain, failures, find, findjob, reader, samples, snapshot
 from inspector import jobs as jobstore
+from inspector import query as querylang
 from inspector.context import Ctx
 from inspector.failures import RecentFailures
+from inspector.find import FindCount, FindResult, Mask
 from inspector.jobs import Job
 from inspector.models import (
     BatchResult,
@@ -169,6 +171,27 @@ class Inspector:
         return reader.search(self._ctx, queue, state, flt, limit=limit, cursor=cursor, max_scan=max_scan,
                              window=window, group=group)
 
+    def find(self, queue: str, query: str, *, limit: int = 50, cursor: str = "", max_scan: int = 10_000,
+             window: int = find.ROWS_WINDOW, mask: Mask | None = None) -> FindResult:
+        """Tasks of any state matching a query of the task query language (inspector.query: `type:email:*
+        state:retry error:"SMTP busy" payload.user_id:42 -header.tenant:acme age:>1h`), in scanning order.
+
+        Scans at most max_scan tasks from cursor ("" the start; result.next_cursor resumes), window tasks per
+        script call (at most find.ROWS_WINDOW, so no call holds Redis for long), and stops at limit matches.
+        mask: how the viewer may see a task (e.g. a redaction policy's); payload and header terms are judged on
+        that view, so a masked value cannot be matched.
+        Raises InvalidArgumentError naming a bad term or cursor, QueueNotFoundError.
+        """
+        return find.find(self._ctx, queue, querylang.parse(query), limit=limit, cursor=cursor, max_scan=max_scan,
+                         window=window, mask=mask)
+
+    def count_matches(self, queue: str, query: str, *, max_scan: int = 100_000, window: int = 500,
+                      mask: Mask | None = None, cursor: str = "") -> FindCount:
+        """How many tasks match a query among at most max_scan (result.complete: all were scanned, else the
+        count is "at least"). Raises InvalidArgumentError, QueueNotFoundError."""
+        return find.count(self._ctx, queue, querylang.parse(query), max_scan=max_scan, window=window, mask=mask,
+                          cursor=cursor)
+
     def run_task(self, queue: str, task_id: str) -> None:
         """Move a scheduled, retry, archived, completed or aggregating task to pending.
 
@@ -292,9 +315,17 @@ class Inspector:
         run_job. Raises QueueNotFoundError, FailedPreconditionError, ValueError."""
         return jobstore.create(self._ctx, action, queue, state, rate=rate, group=group, user=user)
 
-    def run_job(self, job_id: str, *, progress: Callable[[Job], object] | None = None) -> Job:
-        """Run a job to its end or until canceled, in chunks, at its rate. Raises JobNotFoundError."""
-        return jobstore.run(self._ctx, job_id, chunk=self.chunk, progress=progress)
+    def start_find_job(self, action: str, queue: str, query: str, *, rate: float = 0.0, user: str = "") -> Job:
+        """Record a background job doing action (run, archive, delete) to every task matching query (as find);
+        run it with run_job. rate is tasks changed per second (0: as fast as bounded windows go).
+        Raises InvalidArgumentError (a bad action, query or rate), QueueNotFoundError."""
+        return findjob.create(self._ctx, action, queue, query, rate=rate, user=user)
+
+    def run_job(self, job_id: str, *, progress: Callable[[Job], object] | None = None,
+                mask: Mask | None = None) -> Job:
+        """Run a job to its end or until canceled, in chunks, at its rate. mask: how the job's user may see
+        tasks (a find job judges payload terms on that view). Raises JobNotFoundError."""
+        return jobstore.run(self._ctx, job_id, chunk=self.chunk, progress=progress, mask=mask)
 
     def job(self, job_id: str) -> Job:
         """Raises JobNotFoundError."""

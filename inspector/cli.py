@@ -15,7 +15,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from asynqpy.terminal import say
-from inspector import views
+from inspector import findcli, views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
@@ -172,6 +172,7 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
         p.add_argument("--rate", type=float, help="with --all: tasks per second, as a background job with a progress "
                                                   "bar (the dashboard shows it too; Ctrl-C cancels)")
         _confirm(p)
+    findcli.add_find(task, _cmd, c)
     _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument(
         "task_id", help="the id of a running task")
 

@@ -21,8 +21,9 @@ from asynqpy.rdb import keys
 from asynqpy.rdb.failures import TroubleLog
 from asynqpy.rdb.scripts import Call
 from asynqpy.task import TaskState
-from inspector import actions
+from inspector import actions, findjob
 from inspector.context import Ctx, check_queue_name, check_state, state_source, text
+from inspector.find import Mask
 from inspector.scripts import script
 
 log = logging.getLogger("asynqpy.inspector")
@@ -65,6 +66,8 @@ class Job:
     error: str
     started_at: float
     updated_at: float
+    query: str = ""  # a find job (inspector.findjob): the query whose matches it acts on; total is then the
+    cursor: str = ""  # tasks to scan, done those scanned, cursor where the scan goes on
 
     @property
     def finished(self) -> bool:
@@ -86,7 +89,7 @@ def _parse(job_id: str, h: Any) -> Job:
                total=int(g.get("total", 0)), done=int(g.get("done", 0)), changed=int(g.get("changed", 0)),
                rate=float(g.get("rate", 0)), status=g.get("status", "failed"), user=g.get("user", ""),
                error=g.get("error", ""), started_at=float(g.get("started_at", 0)),
-               updated_at=float(g.get("updated_at", 0)))
+               updated_at=float(g.get("updated_at", 0)), query=g.get("query", ""), cursor=g.get("cursor", ""))
 
 
 def create(ctx: Ctx, action: str, q: str, state: TaskState | str, *, rate: float = 0.0, group: str = "",
@@ -106,11 +109,16 @@ def create(ctx: Ctx, action: str, q: str, state: TaskState | str, *, rate: float
     ctx.require_queue(q)
     key, kind = state_source(q, st, group or None)
     total = actions.size_of(ctx, key, kind)
+    return store(ctx, {"action": action, "queue": q, "state": st.value, "group": group, "total": total,
+                       "rate": float(rate), "user": user})
+
+
+def store(ctx: Ctx, given: dict[str, str | int | float]) -> Job:
+    """Record a new running job with the given fields (action, queue, state, total, rate, user, ...)."""
     job_id = secrets.token_hex(8)
     now = ctx.now()
-    fields: dict[str, str | int | float] = {
-        "action": action, "queue": q, "state": st.value, "group": group, "total": total, "done": 0, "changed": 0,
-        "rate": float(rate), "status": "running", "user": user, "error": "", "started_at": now, "updated_at": now}
+    fields: dict[str, str | int | float] = {"done": 0, "changed": 0, "status": "running", "error": "",
+                                            "started_at": now, "updated_at": now, **given}
     ctx.run(Call(script("job_create"), [keys.job(job_id), keys.JOBS],
                  [job_id, now, JOB_TTL, KEEP_JOBS, *(x for kv in fields.items() for x in kv)], int))
     return get(ctx, job_id)
@@ -147,8 +155,10 @@ def cancel(ctx: Ctx, job_id: str) -> Job:
     return get(ctx, job_id)
 
 
-def step(ctx: Ctx, job: Job, n: int) -> tuple[int, int]:
+def step(ctx: Ctx, job: Job, n: int, mask: Mask | None = None) -> tuple[int, int]:
     """Apply the job's action to up to n tasks (one script call). Returns (changed, taken)."""
+    if job.query:
+        return findjob.step(ctx, job, n, mask)
     key, kind = state_source(job.queue, job.state, job.group or None)
     action = {a.name: a for a in (actions.RUN, actions.ARCHIVE, actions.DELETE)}[job.action]
     changed, taken = ctx.run(action.on_chunk(job.queue, actions.Source(key, kind, job.group), n, ctx.now()))
@@ -169,8 +179,11 @@ def _status(raw: Any) -> str | None:
 
 
 def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Callable[[float], None] = time.sleep,
-        progress: Callable[[Job], Any] | None = None) -> Job:
+        progress: Callable[[Job], Any] | None = None, mask: Mask | None = None) -> Job:
     """Run a job to its end (or until canceled), keeping to its rate. Returns the final Job.
+
+    A find job keeps its rate in tasks changed (its scan goes as fast as bounded windows go); mask is how its
+    user may see tasks (payload terms are judged on that view).
 
     Each chunk is at most `chunk` tasks (and at most rate tasks, so a slow rate moves small chunks often).
     Transient Redis trouble pauses the job (logged once per kind, backing off) until Redis answers again; it
@@ -194,7 +207,7 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
     start = time.monotonic()
     while True:
         try:
-            status = patient(functools.partial(_run_chunk, ctx, job, chunk, start, sleep))
+            status = patient(functools.partial(_run_chunk, ctx, job, chunk, start, sleep, mask))
             if status is not None and status != "running":
                 break
             job = patient(lambda: get(ctx, job_id))
@@ -212,7 +225,8 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
     return final
 
 
-def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[float], None]) -> str | None:
+def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[float], None],
+               mask: Mask | None = None) -> str | None:
     """One step of run: wait for the rate, apply one chunk, record it. Returns the job's status after it (not
     "running": it has ended), or None when it only waited (a slow rate)."""
     status = _progress(ctx, job.id)  # a heartbeat, and a look for a cancel
@@ -222,13 +236,13 @@ def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[fl
     n = min(chunk, MAX_CHUNK, left)
     if job.rate > 0:  # small chunks ten times a second, so the rate holds at every moment
         n = max(1, min(n, -(-int(job.rate) // 10)))
-        wait = start + job.done / job.rate - time.monotonic()
+        wait = start + (job.changed if job.query else job.done) / job.rate - time.monotonic()
         if wait > HEARTBEAT:  # a slow rate: show we are alive, and look for a cancel, meanwhile
             sleep(HEARTBEAT)
             return None
         if wait > 0:
             sleep(wait)
-    changed, taken = step(ctx, job, n)
+    changed, taken = step(ctx, job, n, mask)
     return _progress(ctx, job.id, taken if taken else left, changed, emptied=taken == 0)
 
 

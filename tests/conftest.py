@@ -14,44 +14,17 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
 from asynqpy.connection import connect
-from asynqpy.embedded import EmbeddedServer
+from asynqpy.testing.server import clean_db
 from asynqpy.topology import LocalCluster, LocalSentinel
 
-TEST_URL_ENV = "ASYNQPY_TEST_REDIS_URL"
-TEST_DB = 15
-MARKER = "asynqpy:tests:owned"  # left in db 15 after each test: what is there was written by the tests
-
-
-def db15_url(url: str) -> str:
-    """url with its database replaced by TEST_DB (the path of redis://, the db= query of unix://)."""
-    u = urlsplit(url)
-    if u.scheme == "unix":
-        query = [(k, v) for k, v in parse_qsl(u.query) if k != "db"] + [("db", str(TEST_DB))]
-        return f"unix://{u.path}?{urlencode(query)}"
-    return urlunsplit(u._replace(path=f"/{TEST_DB}"))
-
-
-def check_owned(url: str) -> None:
-    """pytest.exit with a clear message unless the database at url is empty or holds the tests' marker."""
-    r = redis.Redis.from_url(url)
-    try:
-        n = r.dbsize()
-        if n and not r.exists(MARKER):
-            pytest.exit(f"{TEST_URL_ENV} names a server whose db {TEST_DB} holds {n} keys the tests did not write "
-                        f"({url}). The tests flush db {TEST_DB}, so they refuse to run: empty it yourself if its "
-                        f"data is disposable (e.g. left by a killed test run: redis-cli -n {TEST_DB} FLUSHDB), or "
-                        f"point {TEST_URL_ENV} at another server.", returncode=2)
-    except redis.ConnectionError as exc:
-        pytest.exit(f"{TEST_URL_ENV}={url}: cannot reach that server: {exc}", returncode=2)
-    finally:
-        r.close()
+# The session server and the clean database are the asynqpy.testing plugin's (one logic, one server): its
+# asynqpy_server_url fixture (asynqpy/testing/server.py) is the session server of this suite too.
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -94,20 +67,10 @@ def redis_sentinel() -> Iterator[LocalSentinel]:
 
 
 @pytest.fixture(scope="session")
-def redis_server_url() -> Iterator[str]:
+def redis_server_url(asynqpy_server_url: str) -> str:
     """db 15 of the server in ASYNQPY_TEST_REDIS_URL (CI runs the suite once more against Debian's redis-server),
-    checked to hold nothing but the tests' own keys; else a private Valkey for the session."""
-    url = os.environ.get(TEST_URL_ENV)
-    if url:
-        url = db15_url(url)
-        check_owned(url)
-        yield url
-        return
-    server = EmbeddedServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
+    checked to hold nothing but the tests' own keys; else a private Valkey for the session (the plugin's)."""
+    return asynqpy_server_url
 
 
 @pytest.fixture
@@ -119,15 +82,8 @@ def redis_url(redis_server_url: str, redis_backend: str, request: pytest.Fixture
     if redis_backend == "cluster":
         yield request.getfixturevalue("cluster_url")
         return
-    url = redis_server_url
-    r = redis.Redis.from_url(url)
-    r.flushdb()
-    try:
+    with clean_db(redis_server_url) as url:
         yield url
-    finally:
-        r.flushdb()
-        r.set(MARKER, "the asynqpy tests flush this database")
-        r.close()
 
 
 @pytest.fixture

@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_JOB_CHUNK": 250,          # tasks per script call in background jobs
     "ASYNQPY_REDACTION": None,         # payload redaction: the config's [redaction] table or a TOML file's path
                                        # (None: the default, keys named like secrets masked below admin)
+    "ASYNQPY_TRACE_URL": "",           # a task's trace in Jaeger, Tempo, ...: a URL with {trace_id} ("": no link)
 }
 
 # One table from error types to HTTP status codes; the first matching class wins. Redis trouble that passes
@@ -140,11 +141,24 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     webui.security). Raises InvalidArgumentError for a bad setting."""
     app = Flask(__name__, template_folder=str(_asset_dir("templates")), static_folder=str(_asset_dir("static")))
     app.config.update(settings(config))
+    _check_trace_url(app.config["ASYNQPY_TRACE_URL"])
     app.jinja_env.autoescape = True
     app.extensions[EXTENSION] = Inspector(_redis_url(app.config["ASYNQPY_REDIS_URL"]),
                                           chunk=app.config["ASYNQPY_JOB_CHUNK"])
     _register(app)
     return app
+
+
+def _check_trace_url(url: str) -> None:
+    if url and (not url.startswith(("http://", "https://")) or "{trace_id}" not in url):
+        raise InvalidArgumentError(f"ASYNQPY_TRACE_URL must be an http(s) URL with {{trace_id}} in it, not {url!r} "
+                                   "(e.g. http://jaeger:16686/trace/{trace_id})", argument="ASYNQPY_TRACE_URL")
+
+
+def trace_link(trace_id: str | None) -> str | None:
+    """The ASYNQPY_TRACE_URL link of a trace id (hex digits only), or None when either is unset."""
+    url = current_app.config["ASYNQPY_TRACE_URL"]
+    return url.replace("{trace_id}", trace_id) if url and trace_id else None
 
 
 def _redis_url(url: str | None) -> str:
@@ -166,12 +180,12 @@ def inspector() -> Inspector:
 
 
 def _register(app: Flask) -> None:
-    from webui import access, actions, auth, jobs, oidc, pages, queues, render, sampler
+    from webui import access, actions, auth, findviews, jobs, oidc, pages, queues, render, sampler
 
     access.init_app(app)
     auth.init_app(app, inspector)  # headers, sessions, CSRF, the user loader, /login, /logout, /audit
     oidc.init_app(app)  # /login/oidc when ASYNQPY_OIDC_ISSUER is set
-    for bp in (pages.bp, queues.bp, actions.bp, jobs.bp):
+    for bp in (pages.bp, queues.bp, actions.bp, jobs.bp, findviews.bp):
         app.register_blueprint(bp)
     try:
         from webui import metrics  # type: ignore[attr-defined]

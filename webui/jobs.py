@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, current_app
 
+from inspector.find import Mask
 from inspector.jobs import Job, JobNotFoundError
 from webui import access, audit, inspector
 from webui.auth import require_role
@@ -20,8 +21,9 @@ log = logging.getLogger("asynqpy.web")
 OUTCOME = {"done": "ok", "canceled": "partial", "failed": "error"}
 
 
-def launch(job_id: str) -> threading.Thread:
-    """Run the job in a daemon thread; when it ends, write the audit record with its final count."""
+def launch(job_id: str, *, mask: Mask | None = None) -> threading.Thread:
+    """Run the job in a daemon thread; when it ends, write the audit record with its final count. mask: how the
+    user who started a find job may see tasks (webui.findviews.viewer_mask)."""
     app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
     who = audit.capture()
     insp = inspector()
@@ -29,12 +31,14 @@ def launch(job_id: str) -> threading.Thread:
     def work() -> None:
         with app.test_request_context():
             try:
-                job = insp.run_job(job_id)
+                job = insp.run_job(job_id, mask=mask)
                 audit.restore(who)
-                audit.record(f"tasks.{job.action}_all", queue=job.queue, count=job.changed,
-                             outcome=OUTCOME.get(job.status, "error"),
-                             detail=f"job {job.id} {job.status}: {job.changed} of {job.total} {job.state.value} "
-                                    f"tasks changed" + (f"; {job.error}" if job.error else ""))
+                what = f"tasks matching {job.query!r} ({job.done} scanned)" if job.query \
+                    else f"{job.state.value} tasks"
+                audit.record(f"tasks.{job.action}_{'matching' if job.query else 'all'}", queue=job.queue,
+                             count=job.changed, outcome=OUTCOME.get(job.status, "error"),
+                             detail=f"job {job.id} {job.status}: {job.changed} of {job.total} {what} changed"
+                                    + (f"; {job.error}" if job.error else ""))
             except Exception:  # the audit write must not kill the thread silently
                 log.exception("could not write the audit record of job %s", job_id)
 

@@ -8,9 +8,10 @@ from typing import Any
 from flask import Blueprint, abort, current_app, request
 
 from asynqpy.task import TaskState
+from asynqpy.tracing import trace_id
 from inspector.jobs import Job
 from inspector.models import QueueInfo, SearchResult, TaskPage
-from webui import access, inspector, queuenames, snapshot
+from webui import access, inspector, queuenames, snapshot, trace_link
 from webui.auth import require_role
 from webui.render import STATES, page
 
@@ -96,4 +97,6 @@ def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") 
     insp = inspector()
     task = access.task(insp.get_task(queue, task_id))
     why = insp.explain(queue, task_id) if task.state not in (TaskState.COMPLETED,) else None
-    return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now())
+    trace = trace_id(task.info.headers)
+    return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now(),
+                trace_id=trace, trace_url=trace_link(trace))

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 import redis.asyncio as aredis
 
+from asynqpy import tracing
 from asynqpy.connection import aconnect
 from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
@@ -296,9 +297,13 @@ class Scheduler:
                     catch_up: bool) -> Literal["done", "retry", "early"]:
         """Claim and enqueue one tick: "done" (by this replica or another), "retry" when Redis could not be
         reached, "early" when Redis's clock has not reached the tick yet (both are tried again)."""
+        tracer = tracing.current()
+        span: tracing.PublishSpan | None = None
         try:
             opts = resolve(e.fields, now)
-            msg = broker.build_message(e.task.type, e.task.payload, dict(e.task.headers), opts)
+            span = tracer.publish(e.task.type, opts.queue, e.task.headers) if tracer is not None else None
+            headers = dict(e.task.headers if span is None else span.headers)
+            msg = broker.build_message(e.task.type, e.task.payload, headers, opts)
             period = (e.schedule.next(tick) or tick) - tick
             call = broker.claim_tick(
                 broker.enqueue(msg, opts, now=now), opts.queue, e.id, tick=int(tick),
@@ -308,13 +313,21 @@ class Scheduler:
             claimed = await runner.run(call, register_queue=opts.queue)
         except AsynqError as exc:  # a unique task still held, a task id taken: this tick is spent
             self.failures += 1
+            if span is not None:
+                span.failed(exc)
             log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
             return "done"
         except Exception as exc:  # Redis trouble, or a bug: logged (rarely), the tick is tried again soon
             self.failures += 1
+            if span is not None:
+                span.failed(exc)
             self.trouble.note(exc, f"cannot enqueue {e.task.type} for entry {e.id} ({e.spec})")
             return "retry"
         self.trouble.ok()
+        if span is not None and claimed in ("early", "taken"):  # not due yet, or another replica's: nothing stored
+            span.skipped(claimed)
+        elif span is not None:
+            span.sent(opts.task_id or "", opts.queue)
         if claimed == "early":
             await self._sync_clock(runner)
             return "early"

@@ -124,6 +124,26 @@ def build(src: Path = GOAPP_DIR, timeout: float = 600, version: str = LATEST) ->
                    prepare, timeout)
 
 
+GOOTEL_DIR = Path(__file__).parent / "gootel"
+
+
+def build_gootel(timeout: float = 600) -> Path:
+    """The gootel binary (asynq v0.26 with go.opentelemetry.io/otel: the trace interop peer), built once per
+    source hash like goapp. Raises GoPeerUnavailable."""
+    files = [GOOTEL_DIR / "go.mod", GOOTEL_DIR / "go.sum", *sorted(GOOTEL_DIR.glob("*.go"))]
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+
+    def prepare(work: Path) -> None:
+        for path in files:
+            shutil.copy(path, work / path.name)
+
+    binary = cache_dir() / f"gootel-{h.hexdigest()[:16]}" / "gootel"
+    return _cached(binary, "gootel (asynq v0.26 + OpenTelemetry)",
+                   lambda go, work: [go, "build", "-mod=readonly", "-o", "gootel", "."], prepare, timeout)
+
+
 def redis_args(redis_url: str) -> list[str]:
     """goapp's --redis/--db/--password flags for a redis:// URL."""
     u = urlsplit(redis_url)

@@ -1,0 +1,83 @@
+"""The test server: a private embedded Valkey once per session, or db 15 of the server a developer names in
+ASYNQPY_TEST_REDIS_URL, refused when that database holds keys the tests did not write; an empty db per test.
+
+REDIS_URL, the application's default connection, is never read here: a developer with it set must not lose
+data to the tests. After each test the database keeps one marker key, so a later run knows the keys it finds
+there were written by tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+
+from asynqpy.embedded import EmbeddedServer
+from asynqpy.errors import mask_url
+
+TEST_URL_ENV = "ASYNQPY_TEST_REDIS_URL"
+TEST_DB = 15
+MARKER = "asynqpy:tests:owned"  # left in db 15 after each test: what is there was written by the tests
+
+
+class ForeignDataError(RuntimeError):
+    """The server in ASYNQPY_TEST_REDIS_URL cannot be used: its test db holds others' keys, or it is down."""
+
+
+def db15_url(url: str) -> str:
+    """url with its database replaced by TEST_DB (the path of redis://, the db= query of unix://)."""
+    u = urlsplit(url)
+    if u.scheme == "unix":
+        query = [(k, v) for k, v in parse_qsl(u.query) if k != "db"] + [("db", str(TEST_DB))]
+        return f"unix://{u.path}?{urlencode(query)}"
+    return urlunsplit(u._replace(path=f"/{TEST_DB}"))
+
+
+def check_owned(url: str) -> None:
+    """Raise ForeignDataError unless the database at url is empty or holds the tests' marker."""
+    r = redis.Redis.from_url(url)
+    try:
+        n = r.dbsize()
+        if n and not r.exists(MARKER):
+            raise ForeignDataError(
+                f"{TEST_URL_ENV} names a server whose db {TEST_DB} holds {n} keys the tests did not write "
+                f"({mask_url(url)}). The tests flush db {TEST_DB}, so they refuse to run: empty it yourself if "
+                f"its data is disposable (e.g. left by a killed test run: redis-cli -n {TEST_DB} FLUSHDB), or "
+                f"point {TEST_URL_ENV} at another server.")
+    except redis.ConnectionError as exc:
+        raise ForeignDataError(f"{TEST_URL_ENV}={mask_url(url)}: cannot reach that server: {exc}") from exc
+    finally:
+        r.close()
+
+
+@contextlib.contextmanager
+def session_server() -> Iterator[str]:
+    """The URL of the session's test database: db 15 of ASYNQPY_TEST_REDIS_URL's server (checked), else a
+    private embedded Valkey started now and stopped after the block. Raises ForeignDataError."""
+    url = os.environ.get(TEST_URL_ENV)
+    if url:
+        url = db15_url(url)
+        check_owned(url)
+        yield url
+        return
+    server = EmbeddedServer().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def clean_db(url: str) -> Iterator[str]:
+    """url's database flushed before and after the block (only that database), the marker left after."""
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    try:
+        yield url
+    finally:
+        r.flushdb()
+        r.set(MARKER, "the asynqpy tests flush this database")
+        r.close()

@@ -1,0 +1,105 @@
+"""Find jobs: replay, archive or delete every task that matches a query, as a background job of inspector.jobs
+(same record, progress, rate, cancel). Each step judges a few bounded windows from the job's cursor and acts on
+their matches with one script (inspector/lua/find_act.lua) that skips a task changed since it was judged.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from asynqpy.errors import InvalidArgumentError
+from asynqpy.rdb import keys
+from asynqpy.rdb.broker import ARCHIVE_MAX_AGE, ARCHIVE_MAX_SIZE
+from asynqpy.rdb.scripts import Call
+from asynqpy.task import TaskState
+from inspector import find
+from inspector import query as ql
+from inspector.context import Ctx, check_queue_name
+from inspector.scripts import script
+
+if TYPE_CHECKING:
+    from inspector.jobs import Job
+
+ACTIONS = ("run", "archive", "delete")
+WINDOW = 500  # tasks judged per find script call
+GATHER = 10  # find calls per step at most (fewer when the matches the rate allows are found)
+TOMBSTONE = "\x00asynqpy:find:gone:"  # no task id starts with NUL: what a removed pending slot holds a moment
+
+
+def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0, user: str = "") -> Job:
+    """Record a running job doing action to every task matching query_text (run it with jobs.run).
+
+    total is the number of tasks the query's states held (the scan stops there). Raises InvalidArgumentError
+    for a bad action, query or rate, QueueNotFoundError."""
+    from inspector import jobs
+
+    if action not in ACTIONS:
+        raise InvalidArgumentError(f"unknown action {action!r}; expected run, archive or delete", argument="action")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1e6:
+        raise InvalidArgumentError(f"rate must be a number of tasks per second >= 0, got {rate!r}", argument="rate")
+    check_queue_name(q)
+    query = ql.parse(query_text)
+    if not query.terms:
+        raise InvalidArgumentError("give a query: every task of a queue is not a find (act on a whole state "
+                                   "with run_all, archive_all or delete_all)", argument="query")
+    ctx.require_queue(q)
+    srcs = find.sources(ctx, q, query)
+    states = query.states()
+    return jobs.store(ctx, {"action": action, "queue": q, "state": states[0].value if states else "pending",
+                            "group": "", "total": sum(s.size for s in srcs), "rate": float(rate), "user": user,
+                            "query": query.text, "cursor": ""})
+
+
+def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
+    """Judge up to GATHER windows from the job's cursor and act on up to n of their matches (one action call).
+    Returns (changed, scanned); scanned 0 means the scan reached its end. The new cursor is written to the job."""
+    q = job.queue
+    query = ql.parse(job.query)
+    srcs = find.sources(ctx, q, query)
+    idx, pos = find.start_at(srcs, job.cursor)
+    while idx < len(srcs) and srcs[idx].size <= pos:  # an emptied source: on to the next
+        idx, pos = idx + 1, 0
+    if idx >= len(srcs):
+        return 0, 0
+    src = srcs[idx]
+    rows = query.needs_record()
+    window = min(WINDOW, find.ROWS_WINDOW) if rows else WINDOW
+    matched: list[find.Match] = []
+    end = pos
+    for _ in range(GATHER):  # several windows' matches per action call: one pending-list walk for them all
+        taken, got, hits = find.scan_window(ctx, q, query, src, end, window, rows=rows, most=n - len(matched))
+        matched += [m for m in hits if m.record is None or find.judged(query, m, mask) is not None]
+        end += taken
+        if got < window or len(matched) >= n:
+            break
+    if len(matched) > n:  # more than the rate allows now: stop after the n-th, the rest is judged again
+        matched = matched[:n]
+        end = matched[-1].offset + 1
+    changed = _act(ctx, job.action, q, src, matched)
+    removed = changed if _leaves_source(job.action, src.state) else 0
+    # the tasks acted on leave the source before the cursor: the ones after it move up by as many
+    ctx.run(Call(script("find_cursor"), [keys.job(job.id)], [find.make_cursor(src, end - removed)], int))
+    scanned = max(1, end - pos)  # 0 would say the scan has ended
+    return changed, scanned
+
+
+def _leaves_source(action: str, state: TaskState) -> bool:
+    """Whether acting on a task of this state takes it out of the list or set being scanned."""
+    return not (action == "run" and state is TaskState.PENDING) and not (action == "archive"
+                                                                          and state is TaskState.ARCHIVED)
+
+
+def _act(ctx: Ctx, action: str, q: str, src: find.Source, matched: Sequence[find.Match]) -> int:
+    """Apply action to the matches (one script call; a pending list is walked once, from its nearer end)."""
+    if not matched:
+        return 0
+    near_tail = matched[-1].offset < src.size / 2
+    pairs = [x for m in matched for x in (m.id, m.digest)]
+    hints = [-(m.offset + 1) for m in matched]  # the pending list's index of each, from the tail
+    now = ctx.now()
+    return ctx.run(Call(script("find_act"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
+                        [action, keys.queue_prefix(q), int(now * 1e9), int(now), int(now) - ARCHIVE_MAX_AGE,
+                         ARCHIVE_MAX_SIZE, TOMBSTONE + secrets.token_hex(8), "tail" if near_tail else "head",
+                         *pairs, *hints], lambda raw: int(raw[0])))
