@@ -53,7 +53,8 @@ class AsynqpyAdapter(Adapter):
                 raise res
 
     def extra_producers(self) -> list[tuple[str, Any]]:
-        return [("async", self.timed_async), ("wire_single", self.timed_wire_single),
+        return [("async", self.timed_async), ("async_queue", self.timed_async_queue),
+                ("async_semaphore_queue", self.timed_async_semaphore_queue), ("wire_single", self.timed_wire_single),
                 ("wire_batch", self.timed_wire_batch)]
 
     def timed_async(self, n: int, coroutines: int = 100) -> float:
@@ -71,6 +72,28 @@ class AsynqpyAdapter(Adapter):
                 await asyncio.gather(*(worker(tasks[i::coroutines]) for i in range(coroutines)))
                 return time.perf_counter() - t0
         return asyncio.run(run())
+
+    def _timed_pattern(self, n: int, pattern: str, fields: dict[str, Any]) -> float:
+        """n tasks enqueued through one AsyncClient the way bench.async_bench's pattern does it."""
+        from bench.async_bench import PATTERNS
+
+        tasks = [_task(payload("x")) for _ in range(n)]
+
+        async def run() -> float:
+            async with AsyncClient(self.url) as c:
+                await c.enqueue(_task(payload("w")), **fields)  # connect first
+                t0 = time.perf_counter()
+                await PATTERNS[pattern](c, tasks, fields)
+                return time.perf_counter() - t0
+        return asyncio.run(run())
+
+    def timed_async_queue(self, n: int) -> float:
+        """timed_async with a per-call option, as real code writes it: `await c.enqueue(t, queue="emails")`."""
+        return self._timed_pattern(n, "loop", {"queue": "emails"})
+
+    def timed_async_semaphore_queue(self, n: int) -> float:
+        """n coroutines gathered behind asyncio.Semaphore(100), each `await c.enqueue(t, queue="emails")`."""
+        return self._timed_pattern(n, "semaphore", {"queue": "emails"})
 
     def _prebuilt(self, n: int) -> list[Call[None]]:
         """The enqueue script's calls for n tasks, built before the clock starts (the wire limit's input)."""
