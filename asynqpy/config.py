@@ -67,6 +67,9 @@ class ServerConfig:
     a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
     outcome_hooks: () callables taking an asynqpy.outcome.TaskOutcome, called where the processor decides
     each task's outcome (metrics, tracing); one that raises is logged, never breaks processing.
+    type_stats: True: per-task-type minute aggregates (runs, failures, run time and wait histograms) are counted
+    by a hook of their own and written to Redis in one script call every 5 s, kept 72 h, for the dashboard's
+    types page and `asynqpy stats --types`.
 
     The one definition of a server's settings: Server(url, config, **settings), the supervisor and
     `asynqpy worker` build one of these. A bad value raises InvalidArgumentError (a ValueError) naming the
@@ -95,6 +98,7 @@ class ServerConfig:
     group_max_size: int = 0
     outcome_hooks: tuple[OutcomeHook, ...] = ()
     durable_acks: bool | Durability | None = None
+    type_stats: bool = True
 
     def __post_init__(self) -> None:
         check_int(self.concurrency, "concurrency", minimum=1, maximum=100_000)
@@ -136,6 +140,8 @@ class ServerConfig:
             raise InvalidArgumentError("outcome_hooks must be a tuple of callables taking a TaskOutcome",
                                        argument="outcome_hooks")
         object.__setattr__(self, "outcome_hooks", hooks)
+        if not isinstance(self.type_stats, bool):
+            raise InvalidArgumentError("type_stats must be True or False", argument="type_stats")
         object.__setattr__(self, "durable_acks", check_durable(self.durable_acks, "durable_acks"))
         if self.group_aggregator is not None and self.group_grace_period < 1:
             raise InvalidArgumentError("group_grace_period must be at least 1 second", argument="group_grace_period")

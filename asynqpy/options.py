@@ -75,6 +75,19 @@ def check_queue(queue: str, name: str = "queue") -> str:
     return queue
 
 
+MAX_QUEUE_BYTES = 256  # Go asynq sets no limit (so longer Go-written names are still read); nobody means more
+
+
+def check_new_queue(queue: str, name: str = "queue") -> str:
+    """check_queue, and the length limit of a queue we enqueue into: raises InvalidArgumentError for a name
+    longer than MAX_QUEUE_BYTES in UTF-8 (reading, serving and inspecting longer names still works)."""
+    check_queue(queue, name)
+    size = len(queue.encode("utf-8", "surrogatepass"))
+    if size > MAX_QUEUE_BYTES:
+        raise _bad(name, f"queue name is {size} bytes long; the limit is {MAX_QUEUE_BYTES} bytes: {queue[:40]!r}...")
+    return queue
+
+
 MAX_TYPE_BYTES = 1024  # Go asynq sets no limit; a longer type is a producer's bug and hangs every list showing it
 
 
@@ -168,7 +181,7 @@ class TaskOptions:
     A new option is one field here, with its check, plus its use in resolve() and the broker.
     """
 
-    queue: str = field(default=DEFAULT_QUEUE, metadata={"check": check_queue})
+    queue: str = field(default=DEFAULT_QUEUE, metadata={"check": check_new_queue})
     max_retry: int = field(default=DEFAULT_MAX_RETRY, metadata={"check": check_int})
     timeout: Duration | None = field(default=None, metadata={"check": _check_timeout})
     deadline: datetime | None = field(default=None, metadata={"check": unix_time})

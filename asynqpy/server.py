@@ -27,6 +27,7 @@ from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
 from asynqpy.syncer import Syncer
+from asynqpy.typestats import TypeStats, TypeStatsFlusher
 
 log = logging.getLogger("asynqpy")
 _DEFAULT_CONFIG = ServerConfig()
@@ -144,7 +145,10 @@ class Server:
             raise InvalidArgumentError(f"serve() takes a ServeMux, not {type(mux).__name__}", argument="mux")
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        rt = self.runtime = Runtime(self.config, self.redis_url)
+        stats = TypeStats() if self.config.type_stats else None
+        config = self.config if stats is None else self.config.replace(
+            {"outcome_hooks": (*self.config.outcome_hooks, stats.observe)})
+        rt = self.runtime = Runtime(config, self.redis_url)
         try:
             with reaching(self.redis_url):
                 await rt.aredis.ping()
@@ -152,6 +156,8 @@ class Server:
             await rt.close()
             raise
         loops, processor, heartbeat = self._build(rt, mux)
+        if stats is not None:
+            loops.append(TypeStatsFlusher(rt, stats))
         self._loops, self._processor, self._heartbeat = loops, processor, heartbeat
         if signals:
             self._install_signals(processor)

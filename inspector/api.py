@@ -15,7 +15,19 @@ from asynqpy.options import check_int
 from asynqpy.rdb.failures import url_of
 from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
-from inspector import actions, cluster, explain, failures, find, findjob, reader, samples, snapshot
+from inspector import (
+    actions,
+    cluster,
+    croncontrols,
+    explain,
+    failures,
+    find,
+    findjob,
+    reader,
+    samples,
+    snapshot,
+    typestats,
+)
 from inspector import jobs as jobstore
 from inspector import query as querylang
 from inspector.context import Ctx
@@ -36,6 +48,7 @@ from inspector.models import (
     ServerInfo,
     TaskPage,
     TaskRecord,
+    UniqueLock,
 )
 from inspector.snapshot import QueueSnapshot
 
@@ -273,6 +286,58 @@ class Inspector:
     def scheduler_history(self, entry_id: str, *, page: int = 1, size: int = 30) -> list[SchedulerEnqueueEvent]:
         """The entry's enqueue events, newest first."""
         return cluster.scheduler_history(self._ctx, entry_id, page=page, size=size)
+
+    def cron_statuses(self, entries: Sequence[SchedulerEntry] | None = None) -> list[croncontrols.CronStatus]:
+        """Every live entry (or the given ones, e.g. one page of scheduler_entries()) with its pause flag,
+        plain-words schedule, next runs, last task and recent firings."""
+        return croncontrols.statuses(self._ctx, None if entries is None else list(entries))
+
+    def cron_status(self, entry_id: str) -> croncontrols.CronStatus:
+        """One live entry's CronStatus. Raises InvalidArgumentError for an unknown entry."""
+        return croncontrols.find(self._ctx, entry_id)
+
+    def cron_pause(self, entry_id: str, *, by: str = "") -> bool:
+        """Pause an asynqpy scheduler's entry on every replica; True when it was running. Raises
+        InvalidArgumentError for an unknown entry or a Go scheduler's (Go does not read the flag)."""
+        return croncontrols.pause(self._ctx, entry_id, by=by)
+
+    def cron_resume(self, entry_id: str) -> bool:
+        """Resume a paused entry; True when it was paused. Raises as cron_pause."""
+        return croncontrols.resume(self._ctx, entry_id)
+
+    def cron_enqueue_now(self, entry_id: str) -> str:
+        """Enqueue an entry's task now, outside its schedule; returns the task id. Raises InvalidArgumentError."""
+        return croncontrols.enqueue_now(self._ctx, entry_id)
+
+    # -- per-type metrics and deploy marks -----------------------------------------------------------------
+
+    def type_stats(self, window: str = "1h") -> list[typestats.TypeStats]:
+        """Per-task-type runs, failures, run-time and wait percentiles over window ("1h", "24h", "72h"), most
+        total run time first (from asynqpy workers' aggregates; Go workers write none). Raises
+        InvalidArgumentError for another window."""
+        return typestats.type_stats(self._ctx, window)
+
+    def one_type_stats(self, task_type: str, window: str = "1h") -> typestats.TypeStats:
+        """One type's TypeStats (zeros when nothing was recorded)."""
+        return typestats.one_type(self._ctx, task_type, window)
+
+    def mark(self, label: str, *, by: str = "") -> typestats.Mark:
+        """Record a deploy mark ("v1.4.2") now; the dashboard's charts draw it. Raises InvalidArgumentError for
+        a blank or over-long label."""
+        return typestats.mark(self._ctx, label, by=by)
+
+    def marks(self, since: float) -> list[typestats.Mark]:
+        """Deploy marks from since (Unix s) on, oldest first."""
+        return typestats.marks(self._ctx, since)
+
+    def scheduler_history_size(self, entry_id: str) -> int:
+        """How many enqueue events of the entry are kept."""
+        return cluster.scheduler_history_size(self._ctx, entry_id)
+
+    def unique_lock(self, queue: str, task_id: str) -> UniqueLock | None:
+        """The task's uniqueness lock (holder and time left), or None for a task enqueued without unique=.
+        Raises InvalidArgumentError for a bad queue name."""
+        return cluster.unique_lock(self._ctx, queue, task_id)
 
     def redis_info(self) -> RedisInfo:
         """Version, memory, clients and uptime, with warnings for settings that can lose tasks."""

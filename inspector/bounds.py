@@ -7,6 +7,7 @@ value shown on its own. The payload and result are cut by the Inspector already 
 
 from __future__ import annotations
 
+NAME = 60  # characters of a queue name or task type in a table column (the full name on hover, or with --json)
 CELL = 160  # characters of a type, queue, payload, error, result or header value in a list cell
 FULL = 16 * 1024  # characters of such a value on the task's own page
 MARK = "…"
@@ -22,3 +23,8 @@ def clipped(text: object, limit: int = CELL) -> bool:
     """Whether clip(text, limit) cuts anything."""
     s = text if isinstance(text, str) else "" if text is None else str(text)
     return len(s) > limit
+
+
+def name(text: object) -> str:
+    """A queue name or task type cut for a table column (NAME characters, "…" when cut)."""
+    return clip(text, NAME)

@@ -15,7 +15,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from asynqpy.terminal import say
-from inspector import findcli, views
+from inspector import findcli, powercli, views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
@@ -98,7 +98,12 @@ def register(subparsers: Any) -> None:
     Each leaf command sets func(args) -> exit code (0 ok, 1 error; errors print one line to stderr).
     """
     c = [_common()]
-    _cmd(subparsers, "stats", views.stats, "queues at a glance, with Redis health", c)
+    p = _cmd(subparsers, "stats", _stats, "queues at a glance, with Redis health; --types: per task type", c)
+    p.add_argument("--types", action="store_true", help="per task type: processed, failed, run time and wait "
+                                                        "percentiles, total run time (from asynqpy workers)")
+    p.add_argument("--window", choices=("1h", "24h", "72h"), default="1h", help="with --types (default 1h)")
+    _cmd(subparsers, "mark", powercli.mark, "record a deploy mark the dashboard's charts draw", c).add_argument(
+        "label", help='what happened, e.g. "v1.4.2"')
 
     queue = subparsers.add_parser("queue", help="list, inspect, pause and remove queues").add_subparsers(
         dest="queue_command", metavar="subcommand", required=True)
@@ -125,10 +130,18 @@ def register(subparsers: Any) -> None:
 
     cron = subparsers.add_parser("cron", help="scheduler entries").add_subparsers(
         dest="cron_command", metavar="subcommand", required=True)
-    _cmd(cron, "ls", views.cron_ls, "cron entries of live schedulers", c)
+    _cmd(cron, "ls", powercli.cron_ls, "cron entries of live schedulers, in plain words, with their state", c)
+    for action, what in (("pause", "pause an entry on every replica (asynqpy schedulers only)"),
+                         ("resume", "resume a paused entry"), ("run", "enqueue an entry's task now")):
+        _cmd(cron, action, powercli.cron_action(action), what, c).add_argument(
+            "entry_id", help="the scheduler entry's id (`asynqpy cron ls` lists them)")
     p = _cmd(cron, "history", views.cron_history, "enqueue events of an entry, newest first", c)
     p.add_argument("entry_id", help="the scheduler entry's id (`asynqpy cron ls` lists them)")
     _paging(p)
+
+
+def _stats(insp: Any, args: argparse.Namespace) -> Any:
+    return powercli.stats_types(insp, args) if args.types else views.stats(insp, args)
 
 
 def _paging(p: argparse.ArgumentParser) -> None:

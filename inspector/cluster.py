@@ -15,6 +15,7 @@ from asynqpy.rdb.syncdoor import Batch
 from asynqpy.wire import SchedulerEnqueueEvent as PbEvent
 from asynqpy.wire import SchedulerEntry as PbEntry
 from asynqpy.wire import ServerInfo as PbServer
+from asynqpy.wire import TaskMessage as PbMessage
 from asynqpy.wire import WorkerInfo as PbWorker
 from asynqpy.wire import timestamp_to_datetime
 from inspector.context import Ctx, check_page, check_queue_name, queue_missing, text
@@ -26,6 +27,7 @@ from inspector.models import (
     SchedulerEnqueueEvent,
     SchedulerEntry,
     ServerInfo,
+    UniqueLock,
 )
 
 MEMORY_WARN_RATIO = 0.9
@@ -234,3 +236,23 @@ def redis_warnings(policy: str, persistence: str, used: int, maxmem: int) -> lis
                            f"used memory is {used * 100 // maxmem}% of maxmemory: new tasks will be refused "
                            "(noeviction) or keys evicted"))
     return out
+
+
+def scheduler_history_size(ctx: Ctx, entry_id: str) -> int:
+    """How many enqueue events of the entry are kept (the history's pager says "30 of N")."""
+    check_text(entry_id, "entry_id")
+    (n,) = ctx.read(lambda b: b.command("ZCARD", keys.scheduler_history(entry_id)))
+    return int(n)
+
+
+def unique_lock(ctx: Ctx, queue: str, task_id: str) -> UniqueLock | None:
+    """The uniqueness lock of a task enqueued with unique= (Go's Unique option), or None for a task without
+    one. The lock key is the one the task's message names, so Go-written tasks are read the same way."""
+    check_queue_name(queue)
+    (data,) = ctx.read(lambda b: b.command("HGET", keys.task(queue, task_id), "msg"))
+    msg = _parse(PbMessage, data)
+    if msg is None or not msg.unique_key:
+        return None
+    holder, ttl_ms = ctx.read(lambda b: b.command("GET", msg.unique_key).command("PTTL", msg.unique_key))
+    return UniqueLock(key=msg.unique_key, held_by=text(holder) if holder is not None else None,
+                      ttl=ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms >= 0 else None)

@@ -6,9 +6,13 @@ import argparse
 from typing import Any
 
 from inspector.api import Inspector
+from inspector.bounds import clip, name
 from inspector.cli import _common, run
+from inspector.failures import FailureGroup
 from inspector.textout import table, when
 from inspector.views import Out
+
+ERROR_WIDTH = 100
 
 
 def errors_view(insp: Inspector, args: argparse.Namespace) -> Out:
@@ -16,7 +20,7 @@ def errors_view(insp: Inspector, args: argparse.Namespace) -> Out:
     if not found.groups:
         return Out(found, "no failures: no task waits for a retry and none is archived")
     now = insp.now()
-    rows = [[g.queue, g.task_type or "-", g.error.replace("\n", " ")[:80], g.count, g.retry, g.archived,
+    rows = [[name(g.queue), name(g.task_type) or "-", _error_cell(g), g.count, g.retry, g.archived,
              when(g.first_seen, now), when(g.last_seen, now), " ".join(t for t, _ in g.task_ids[:3])]
             for g in found.groups]
     text = table(["QUEUE", "TYPE", "ERROR", "COUNT", "RETRY", "ARCHIVED", "FIRST SEEN", "LAST SEEN", "TASKS"], rows)
@@ -26,11 +30,20 @@ def errors_view(insp: Inspector, args: argparse.Namespace) -> Out:
     return Out(found, text + note)
 
 
+def _error_cell(g: FailureGroup) -> str:
+    """The group's fingerprint, and one real message when it differs (what the placeholders stood for)."""
+    fp = " ".join(g.fingerprint.split())
+    real = " ".join(g.error.split())
+    return clip(fp if fp == real else f"{fp} (e.g. {real})", ERROR_WIDTH)
+
+
 def register(subparsers: Any) -> None:
     """Add `errors` to asynqpy's subcommands."""
-    e = subparsers.add_parser("errors", parents=[_common()], help="the last errors, grouped by queue, type and error",
+    e = subparsers.add_parser("errors", parents=[_common()],
+                              help="the last errors, grouped by queue, type and error fingerprint",
                               description="The most recent failures (retry and archived tasks), grouped by queue, "
-                                          "task type and error message; bounded: reads at most --limit retry and "
+                                          "task type and error fingerprint (numbers, ids, addresses, quoted values "
+                                          "and durations as placeholders); bounded: reads at most --limit retry and "
                                           "--limit archived tasks per queue.")
     e.add_argument("queue", nargs="*", help="only these queues (default: all)")
     e.add_argument("--limit", type=int, default=100, help="tasks read per state and queue (default 100, max 1000)")

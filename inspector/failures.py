@@ -1,4 +1,5 @@
-"""The last errors: the most recent retry and archived tasks of each queue, grouped by queue, type and error.
+"""The last errors: the most recent retry and archived tasks of each queue, grouped by queue, type and the
+error's fingerprint (inspector.fingerprint: ids, numbers, addresses... replaced by placeholders).
 
 The cost is bounded: for each queue, one script reads the `limit` newest tasks of the retry set and of the
 archived set (by score: archived tasks by the time they failed, retry tasks by their next attempt, which
@@ -18,27 +19,30 @@ from asynqpy.rdb.syncdoor import Batch
 from asynqpy.task import TaskState
 from inspector import records
 from inspector.context import Ctx, check_queue_name, queue_missing
+from inspector.fingerprint import fingerprint
 from inspector.models import TaskRecord
 from inspector.reader import queues as all_queues
 from inspector.scripts import script
 
 MAX_LIMIT = 1000
-ERROR_KEY_CHARS = 300  # errors that differ only after this many characters group together
+EXAMPLE_CHARS = 2000  # the example message kept with a group
 SAMPLE_IDS = 5
 
 
 @dataclass(frozen=True)
 class FailureGroup:
-    """Recent failures of one queue and task type with one error message.
+    """Recent failures of one queue and task type whose error messages share one fingerprint.
 
-    count counts the failures seen among the newest `limit` retry and archived tasks of the queue (not all
-    time); first_seen and last_seen are the earliest and latest failure times among them; task_ids holds a
-    few of the newest, with their states, to link to.
+    fingerprint is the message with its varying parts as placeholders ("sending to <email>"); error is one
+    real message of the group (the newest). count counts the failures seen among the newest `limit` retry
+    and archived tasks of the queue (not all time); first_seen and last_seen are the earliest and latest
+    failure times among them; task_ids holds a few of the newest, with their states, to link to.
     """
 
     queue: str
     task_type: str
     error: str
+    fingerprint: str
     count: int
     retry: int
     archived: int
@@ -103,18 +107,21 @@ def _age_key(r: TaskRecord) -> float:
     return t.timestamp() if t else 0.0
 
 
+def _message(r: TaskRecord) -> str:
+    return r.info.last_err or r.problem or "(no error message)"
+
+
 def group(recs: Sequence[TaskRecord]) -> list[FailureGroup]:
-    """Failures grouped by (queue, type, error), the group with the latest failure first."""
+    """Failures grouped by (queue, type, the error's fingerprint), the group with the latest failure first."""
     buckets: dict[tuple[str, str, str], list[TaskRecord]] = {}
     for r in recs:
-        err = (r.info.last_err or r.problem or "(no error message)")[:ERROR_KEY_CHARS]
-        buckets.setdefault((r.info.queue, r.info.type, err), []).append(r)
+        buckets.setdefault((r.info.queue, r.info.type, fingerprint(_message(r))), []).append(r)
     out = []
-    for (q, typ, err), rs in buckets.items():
+    for (q, typ, fp), rs in buckets.items():
         times = [t for t in (_failed_at(r) for r in rs) if t is not None]
         rs.sort(key=_age_key, reverse=True)
         out.append(FailureGroup(
-            queue=q, task_type=typ, error=err, count=len(rs),
+            queue=q, task_type=typ, error=_message(rs[0])[:EXAMPLE_CHARS], fingerprint=fp, count=len(rs),
             retry=sum(r.state is TaskState.RETRY for r in rs), archived=sum(r.state is TaskState.ARCHIVED for r in rs),
             first_seen=min(times) if times else None, last_seen=max(times) if times else None,
             task_ids=tuple((r.id, r.state) for r in rs[:SAMPLE_IDS])))

@@ -194,6 +194,16 @@ class ServerInfo:
 
 
 @dataclass(frozen=True)
+class UniqueLock:
+    """A unique task's lock: its key, the task id that holds it (None when the lock has expired or was
+    released), and its time left in seconds (None for no expiry or no lock)."""
+
+    key: str
+    held_by: str | None
+    ttl: float | None
+
+
+@dataclass(frozen=True)
 class SchedulerEntry:
     """A cron entry of a live scheduler; opts are Go's option strings, e.g. Queue("critical")."""
 

@@ -11,6 +11,7 @@ from typing import Any
 from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
 from asynqpy.task import TaskInfo, TaskState
 from asynqpy.terminal import printable
+from inspector import bounds
 from inspector.api import Inspector
 from inspector.display import preview, span
 from inspector.models import Finding, QueueInfo, TaskRecord
@@ -64,7 +65,7 @@ def _findings(items: list[Finding] | tuple[Finding, ...]) -> str:
 # -- queues --------------------------------------------------------------------------------------------------
 
 def _queue_rows(infos: list[QueueInfo]) -> str:
-    rows = [[i.queue, "paused" if i.paused else "run", i.size, i.pending, i.active, i.scheduled, i.retry,
+    rows = [[bounds.name(i.queue), "paused" if i.paused else "run", i.size, i.pending, i.active, i.scheduled, i.retry,
              i.archived, i.completed, i.aggregating, span(i.latency), i.processed, i.failed, size(i.memory_usage)]
             for i in infos]
     return table(["QUEUE", "STATE", "SIZE", "PENDING", "ACTIVE", "SCHEDULED", "RETRY", "ARCHIVED", "COMPLETED",
@@ -86,7 +87,7 @@ def stats(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def queue_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     infos = insp.queue_infos(memory=False)
-    rows = [[i.queue, "paused" if i.paused else "run", i.size, i.pending, span(i.latency)] for i in infos]
+    rows = [[bounds.name(i.queue), "paused" if i.paused else "run", i.size, i.pending, span(i.latency)] for i in infos]
     return Out(infos, table(["QUEUE", "STATE", "SIZE", "PENDING", "LATENCY"], rows) if infos else "no queues")
 
 
@@ -177,7 +178,7 @@ def _columns(state: TaskState, now: float) -> tuple[list[str], Callable[[TaskRec
 
 def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> str:
     extra, values = _columns(state, now)
-    rows = [[t.id, _type(t), t.payload.text[:60], *values(t)] for t in tasks]
+    rows = [[t.id, bounds.name(_type(t)), t.payload.text[:60], *values(t)] for t in tasks]
     return table(["ID", "TYPE", "PAYLOAD", *extra], rows)
 
 
@@ -294,11 +295,13 @@ def server_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     if not servers:
         return Out(servers, "no live servers")
     now = insp.now()
-    rows = [[f"{s.host}:{s.pid}", s.id, s.status, ", ".join(f"{q}={w}" for q, w in sorted(s.queues.items()))
+    rows = [[f"{s.host}:{s.pid}", s.id, s.status,
+             ", ".join(f"{bounds.name(q)}={w}" for q, w in sorted(s.queues.items()))
              + (" (strict)" if s.strict_priority else ""), f"{len(s.active_workers)}/{s.concurrency}",
              when(s.started, now)] for s in servers]
     text = table(["SERVER", "ID", "STATUS", "QUEUES", "BUSY", "STARTED"], rows)
-    running = [[f"{s.host}:{s.pid}", w.task_id, w.task_type, w.queue, when(w.started, now), when(w.deadline, now)]
+    running = [[f"{s.host}:{s.pid}", w.task_id, bounds.name(w.task_type), bounds.name(w.queue), when(w.started, now),
+                when(w.deadline, now)]
                for s in servers for w in s.active_workers]
     if running:
         text += "\n\n" + table(["SERVER", "TASK", "TYPE", "QUEUE", "STARTED", "DEADLINE"], running)
@@ -310,7 +313,7 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
     if not entries:
         return Out(entries, "no live scheduler entries")
     now = insp.now()
-    rows = [[e.id, e.spec, e.task_type, cell(preview(e.task_payload, task_type=e.task_type).text)[:40],
+    rows = [[e.id, e.spec, bounds.name(e.task_type), cell(preview(e.task_payload, task_type=e.task_type).text)[:40],
              " ".join(e.opts), when(e.next_enqueue_at, now), when(e.prev_enqueue_at, now)] for e in entries]
     return Out(entries, table(["ID", "SPEC", "TYPE", "PAYLOAD", "OPTIONS", "NEXT", "PREVIOUS"], rows))
 

@@ -1,4 +1,5 @@
-// asynqpy dashboard: live-refresh pause, select-all checkboxes, local times. No inline script anywhere (CSP).
+// asynqpy dashboard: live-refresh pause (and while the tab is hidden), select-all checkboxes with the selected
+// count, confirmations with counts, local times. No inline script anywhere (CSP).
 (function () {
   "use strict";
   var LIVE_KEY = "asynqpy.live";
@@ -21,12 +22,12 @@
   });
 
   // Polling requests (elements with class "poll" triggered by "every") are skipped while live refresh is
-  // paused, and a table is not refreshed under the user's selection.
+  // paused or the tab is hidden (the next tick after it shows again refreshes), and a table is not refreshed under the user's selection.
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var elt = evt.detail.elt;
     var trigger = evt.detail.requestConfig && evt.detail.requestConfig.triggeringEvent;
     if (isPolling(elt, trigger)) {
-      if (!live() || anySelected(elt) || document.activeElement && elt.contains(document.activeElement) &&
+      if (!live() || document.hidden || anySelected(elt) || document.activeElement && elt.contains(document.activeElement) &&
           document.activeElement.tagName === "INPUT") {
         evt.preventDefault();
       }
@@ -115,9 +116,67 @@
     if (!form) { return; }
     var n = form.querySelectorAll("input[name=ids]:checked").length;
     form.querySelectorAll("[data-needs-selection]").forEach(function (b) { b.disabled = n === 0; });
+    form.querySelectorAll("[data-selected-count]").forEach(function (c) {
+      c.textContent = n === 0 ? "none" : n + (n === 1 ? " task" : " tasks");
+    });
   }
 
-  function init(root) { localTimes(root); selection(root); }
+  // Destructive actions on the selection ask first, with the count: data-confirm's "{n}" is the number of
+  // checked rows and "{tasks}" says "1 task" or "N tasks" (hx-confirm's text is fixed when the page is drawn).
+  function confirmText(elt) {
+    var form = elt.closest("form");
+    var n = form ? form.querySelectorAll("input[name=ids]:checked").length : 0;
+    return elt.getAttribute("data-confirm").replace("{n}", String(n))
+      .replace("{tasks}", n + (n === 1 ? " task" : " tasks"));
+  }
+
+  document.addEventListener("htmx:confirm", function (evt) {
+    var elt = evt.detail.elt;
+    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-confirm")) { return; }
+    evt.preventDefault();
+    if (window.confirm(confirmText(elt))) { evt.detail.issueRequest(true); }
+  });
+
+  // Without htmx (a plain form post) the same question comes from the submit event.
+  document.addEventListener("submit", function (evt) {
+    var btn = evt.submitter;
+    if (btn && btn.hasAttribute("data-confirm") && !window.htmx && !window.confirm(confirmText(btn))) {
+      evt.preventDefault();
+    }
+  });
+
+  // Copy buttons (data-copy names the element whose text is copied): the clipboard API where the page is a
+  // secure context, else a selection and execCommand; the button says what happened.
+  document.addEventListener("click", function (evt) {
+    var btn = evt.target.closest && evt.target.closest("button[data-copy]");
+    if (!btn) { return; }
+    var src = document.querySelector(btn.getAttribute("data-copy"));
+    if (!src) { return; }
+    var text = src.textContent;
+    var said = function (ok) { btn.textContent = ok ? "Copied" : "Select and copy by hand"; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { said(true); }, function () { said(false); });
+      return;
+    }
+    var area = document.createElement("textarea");
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    try { said(document.execCommand("copy")); } catch (e) { said(false); }
+    area.remove();
+  });
+
+  // A background job just started by an "all" button: its progress card comes into view where the user looks
+  // (the button is at the end of the table; the page's message is at its top).
+  function showStartedJob(root) {
+    var card = root.querySelector && root.querySelector(".job[data-just-started]");
+    if (card) {
+      card.removeAttribute("data-just-started");
+      card.scrollIntoView({ block: "center", behavior: "smooth" });
+    }
+  }
+
+  function init(root) { localTimes(root); selection(root); showStartedJob(root); }
 
   document.addEventListener("DOMContentLoaded", function () {
     var toggle = document.getElementById("live-toggle");
@@ -125,6 +184,8 @@
       toggle.checked = live();
       toggle.addEventListener("change", function () { localStorage.setItem(LIVE_KEY, toggle.checked ? "on" : "off"); });
     }
+    var control = document.getElementById("live-control");
+    if (control && document.querySelector(".poll")) { control.hidden = false; }  // said only where it is true
     init(document);
   });
   document.addEventListener("htmx:load", function (evt) { init(evt.detail.elt.parentElement || document); });

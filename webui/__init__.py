@@ -180,12 +180,12 @@ def inspector() -> Inspector:
 
 
 def _register(app: Flask) -> None:
-    from webui import access, actions, auth, findviews, jobs, oidc, pages, queues, render, sampler
+    from webui import access, actions, auth, cronviews, findviews, jobs, oidc, pages, queues, render, sampler, types
 
     access.init_app(app)
     auth.init_app(app, inspector)  # headers, sessions, CSRF, the user loader, /login, /logout, /audit
     oidc.init_app(app)  # /login/oidc when ASYNQPY_OIDC_ISSUER is set
-    for bp in (pages.bp, queues.bp, actions.bp, jobs.bp, findviews.bp):
+    for bp in (pages.bp, queues.bp, actions.bp, jobs.bp, findviews.bp, types.bp, cronviews.bp):
         app.register_blueprint(bp)
     try:
         from webui import metrics  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ from asynqpy.errors import AsynqError, TaskNotFoundError
 from inspector.models import BatchResult
 from webui import audit, inspector, jobs, queuenames, snapshot
 from webui.auth import can, require_role
-from webui.queues import state_view, task_page
+from webui.queues import state_view
 from webui.render import is_htmx
 
 bp = Blueprint("actions", __name__)
@@ -95,7 +95,8 @@ def task_action(queue: str, task_id: str, action: str) -> Any:
     if request.form.get("back") == "task":
         if action == "delete":  # the page is gone: go to the tab it was on
             return go_to(url_for("queues.queue_state", queue=queue, state=state), msg)
-        return task_page(queue, task_id, message=msg)
+        # redirect after the POST: the result shows on the task's own address, and a reload does not re-submit
+        return go_to(url_for("queues.task_page", queue=queue, task_id=task_id), msg)
     return state_view(queue, state, message=msg)
 
 
@@ -187,7 +188,7 @@ def _on_all(queue: str, state: str, action: str) -> Any:
         msg = f"started a background job to {label(action, state).lower()} {job.total} {state} tasks" + (
             f" at {rate:g} tasks/s" if rate else "")
         _audit(name, queue, "ok", count=job.total, detail=f"job {job.id} started: {msg}")
-        return state_view(queue, state, message=msg)
+        return state_view(queue, state, message=msg, started_job=job.id)
     n = _guarded(name, queue, lambda: getattr(insp, f"{action}_all")(queue, state), count=count)
     msg = f"{past(action, state)} {n} task{'s' if n != 1 else ''}"
     _audit(name, queue, "ok", count=n, detail=msg)

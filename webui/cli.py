@@ -82,7 +82,7 @@ def run_web(args: argparse.Namespace) -> int:
         from gunicorn.app.base import BaseApplication
     except ImportError:
         raise UsageError("the dashboard needs the web extra: pip install 'asynqpy[web]'") from None
-    from webui import create_app
+    from webui import create_app, sampler
     from webui.proxy import wrap
 
     cfg = app_settings(args)
@@ -109,6 +109,10 @@ def run_web(args: argparse.Namespace) -> int:
         where = ", ".join(f"{_http(str(s))}{prefix}/" for s in getattr(arbiter, "LISTENERS", ())) or args.bind
         say(f"asynqpy web: serving the dashboard on {where}", file=sys.stderr, flush=True)
 
+    def post_worker_init(worker: Any) -> None:  # the app was made before the fork: its threads start here
+        sampler.start(app)
+
     options["when_ready"] = when_ready
+    options["post_worker_init"] = post_worker_init
     Server().run()
     return 0

@@ -56,7 +56,7 @@ def _visible_job(job_id: str) -> Job:
 
 
 def _show(job: Job, message: str = "") -> Any:
-    return page("partials/_job.html", job=job, message=message, now=inspector().now())
+    return page("partials/_job.html", job=job, job_message=message, now=inspector().now())
 
 
 @bp.get("/jobs/<job_id>")

@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, current_app, request, send_from_directory
 
 from asynqpy.errors import RedisUnavailableError
 from inspector import bounds
 from inspector.models import QueueInfo
 from inspector.samples import TOTAL, SizeSample
 from webui import access, charts, inspector, snapshot
-from webui.auth import require_role
+from webui.auth import public, require_role
 from webui.render import page
 
 bp = Blueprint("pages", __name__)
@@ -22,6 +22,7 @@ bp.add_app_template_global(bounds.FULL, "FULL")
 CHART_DAYS = (7, 30, 90)
 HISTORY_QUEUES = 200  # the daily chart sums at most this many queues (one read each)
 ENTRIES_PAGE = 50
+HISTORY_PAGE = 30
 
 
 def _totals(infos: list[QueueInfo]) -> dict[str, int]:
@@ -115,15 +116,28 @@ def scheduler() -> Any:
     entry = request.args.get("entry")
     if entry and access.hides_some() and entry not in {e.id for e in entries}:
         entry = None  # an entry of a hidden queue: its history is not shown either
-    history = inspector().scheduler_history(entry, size=30) if entry else []
-    return page("scheduler.html", entries=shown, total=len(entries), page_num=num, pages=pages, entry=entry,
-                history=history, now=inspector().now())
+    hnum = max(1, request.args.get("hpage", 1, type=int))
+    history = inspector().scheduler_history(entry, page=hnum, size=HISTORY_PAGE) if entry else []
+    kept = inspector().scheduler_history_size(entry) if entry else 0
+    statuses = {st.entry.id: st for st in inspector().cron_statuses(shown)}  # pause, plain words, last task
+    return page("scheduler.html", "partials/_scheduler.html", entries=shown, total=len(entries), page_num=num,
+                pages=pages, entry=entry, history=history, history_page=hnum, history_kept=kept,
+                history_pages=max(1, -(-kept // HISTORY_PAGE)), history_size=HISTORY_PAGE, now=inspector().now(),
+                statuses=statuses)
 
 
 @bp.get("/redis")
 @require_role("viewer")
 def redis_page() -> Any:
     return page("redis.html", info=inspector().redis_info())
+
+
+@bp.get("/favicon.ico")
+@public
+def favicon() -> Any:
+    """Browsers ask for /favicon.ico whatever the page links: answer it rather than log a 404 per page."""
+    return send_from_directory(current_app.static_folder or "static", "favicon.ico", mimetype="image/x-icon",
+                               max_age=86400)
 
 
 @bp.get("/healthz")

@@ -3,14 +3,16 @@ and one task in full with the Inspector's answer to "why hasn't it run"."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, abort, current_app, request
 
 from asynqpy.task import TaskState
 from asynqpy.tracing import trace_id
+from inspector import display
 from inspector.jobs import Job
-from inspector.models import QueueInfo, SearchResult, TaskPage
+from inspector.models import ActiveWorker, QueueInfo, SearchResult, ServerInfo, TaskPage
 from webui import access, inspector, queuenames, snapshot, trace_link
 from webui.auth import require_role
 from webui.render import STATES, page
@@ -39,8 +41,10 @@ def search_args() -> dict[str, str]:
     return {k: v for k in SEARCH_FIELDS if (v := request.args.get(k, "").strip())}
 
 
-def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", status: int = 200) -> Any:
-    """The queue page on one state's tab (also what actions render after changing something)."""
+def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", status: int = 200,
+               started_job: str = "") -> Any:
+    """The queue page on one state's tab (also what actions render after changing something); started_job: a
+    background job this answer started, whose card the browser scrolls to (by the "all" buttons)."""
     if state not in STATES:
         abort(404)
     info = snapshot.queue_info(queue)
@@ -63,14 +67,34 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     else:
         result = access.page(inspector().list_tasks(queue, state, page=num, size=size, group=group))
         tasks = result.tasks
-    started = {w.task_id: w.started for s in inspector().servers() for w in s.active_workers} \
-        if state == "active" and tasks else {}
+    running = join_active(queue) if state == "active" else None
     total = info.count(state) if not group else next((g.size for g in groups if g.group == group), 0)
     pages = max(1, -(-total // size))
     return page("queue.html", "partials/_queue.html", status=status, info=info, state=state, tasks=tasks,
                 result=result, search=flt, page_num=num, page_size=size, pages=pages, total=total,
-                groups=groups, group=group, message=message, kind=kind, now=inspector().now(), started=started,
-                jobs=recent_jobs(queue))
+                groups=groups, group=group, message=message, kind=kind, now=inspector().now(), running=running,
+                jobs=recent_jobs(queue), started_job=started_job)
+
+
+@dataclass(frozen=True)
+class Running:
+    """The Active tab's join with the live servers: who runs which task since when, and who serves the queue.
+
+    A server lists its running tasks once per heartbeat (5 s by default, Go's and ours), so a task started since
+    the last beat is not listed yet; it is still "running" when a live server serves the queue."""
+
+    on: dict[str, tuple[ServerInfo, ActiveWorker]]
+    serving: tuple[ServerInfo, ...]
+
+    def busy(self) -> bool:
+        """Every serving server has all its workers taken (as of its last heartbeat)."""
+        return bool(self.serving) and all(len(s.active_workers) >= s.concurrency for s in self.serving)
+
+
+def join_active(queue: str) -> Running:
+    found = access.servers(inspector().servers())
+    on = {w.task_id: (s, w) for s in found for w in s.active_workers if w.queue == queue}
+    return Running(on, tuple(s for s in found if queue in s.queues))
 
 
 def recent_jobs(queue: str) -> list[Job]:
@@ -97,6 +121,9 @@ def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") 
     insp = inspector()
     task = access.task(insp.get_task(queue, task_id))
     why = insp.explain(queue, task_id) if task.state not in (TaskState.COMPLETED,) else None
+    raw = display.view(task.info.payload) if task.payload.kind == "call" else None  # info.payload is masked too
+    mismatch = raw is not None and f"payload of {task.info.type!r}" in task.info.last_err  # a PayloadMismatch
     trace = trace_id(task.info.headers)
     return page("task.html", task=task, info=task.info, why=why, message=message, kind=kind, now=insp.now(),
-                trace_id=trace, trace_url=trace_link(trace))
+                raw=raw, mismatch=mismatch, lock=insp.unique_lock(queue, task_id), trace_id=trace,
+                trace_url=trace_link(trace))

@@ -9,6 +9,7 @@ from flask import Flask, current_app, render_template, request
 from markupsafe import Markup
 
 from asynqpy.errors import RedisCommandError, RedisUnavailableError
+from inspector import bounds
 from inspector.display import span
 from inspector.textout import size as human_size
 
@@ -73,6 +74,21 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "0.0%"
 
 
+def short(text: object) -> Markup:
+    """A queue name or task type for a list: cut to bounds.NAME characters, with the name (up to a list
+    cell's bounds.CELL) on hover when cut; never wrapped mid-word (static/app.css: td.type, .name)."""
+    full = text if isinstance(text, str) else "" if text is None else str(text)
+    if not bounds.clipped(full, bounds.NAME):
+        return Markup("{0}").format(full)
+    return Markup('<span class="name cut" title="{0}">{1}</span>').format(bounds.clip(full), bounds.name(full))
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 pending task', '2 pending tasks' (nouns: an irregular plural)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def init_app(app: Flask) -> None:
-    app.jinja_env.filters.update(when=when, ago=ago, span=span, size=human_size, percent=percent)
+    app.jinja_env.filters.update(when=when, ago=ago, span=span, size=human_size, percent=percent, plural=plural,
+                                 short=short)
     app.jinja_env.globals.update(STATES=STATES, poll_seconds=lambda: current_app.config["ASYNQPY_POLL_SECONDS"])

@@ -1,6 +1,6 @@
-"""Queue sizes for the overview's last-hour chart: each app process runs a sampler thread, and per interval
-only the one that claims the slot in Redis writes a sample, so the chart has one point per interval however
-many processes (gunicorn workers, hosts) run."""
+"""Queue sizes for the overview's last-hour chart: each app process runs a sampler thread from its start (not
+from its first page view), and per interval only the one that claims the slot in Redis writes a sample, so the
+chart has one point per interval however many processes (gunicorn workers, hosts) run."""
 
 from __future__ import annotations
 
@@ -33,8 +33,16 @@ def _loop(insp: Inspector, interval: float, keep: int, stop: threading.Event) ->
             log.exception("queue-size sample failed")
 
 
+def start(app: Flask) -> None:
+    """Start this process's sampler thread now, once (no-op when sampling is off or already running)."""
+    begin = app.extensions.get("asynqpy.sampler_start")
+    if begin is not None:
+        begin()
+
+
 def init_app(app: Flask) -> None:
-    """Start the sampler with the first request (so gunicorn starts one per worker after forking)."""
+    """Make the sampler ready: `asynqpy web` starts it in each gunicorn worker as the worker boots (so the
+    last hour is sampled while nobody looks), any other server with its first request."""
     interval = float(app.config["ASYNQPY_SAMPLE_SECONDS"])
     if interval <= 0 or app.testing:
         return
@@ -43,8 +51,7 @@ def init_app(app: Flask) -> None:
     started = threading.Lock()
     state = {"on": False}
 
-    @app.before_request
-    def _start_sampler() -> None:
+    def begin() -> None:
         if state["on"]:
             return
         with started:
@@ -53,3 +60,6 @@ def init_app(app: Flask) -> None:
                 threading.Thread(target=_loop, args=(insp, interval, int(app.config["ASYNQPY_SAMPLE_KEEP"]), stop),
                                  name="asynqpy-web-sampler", daemon=True).start()
                 state["on"] = True
+
+    app.extensions["asynqpy.sampler_start"] = begin
+    app.before_request(begin)

@@ -322,6 +322,7 @@ def reclaim_stale_aggregation_sets(q: str, *, now: float) -> Call[int]:
 TICK_TAKEN = -2
 TICK_NOTHING_MISSED = -3
 TICK_EARLY = -4
+TICK_PAUSED = -5
 
 
 @cache
@@ -337,23 +338,30 @@ def claim_tick(call: Call[object], q: str, entry_id: str, *, tick: int, claim_tt
 
     The claim and the enqueue are one script. Reply: "enqueued" when this call enqueued the task, "taken" when
     the tick was taken already (or, with catch_up, the entry never ran before), "early" when the tick is still
-    ahead by Redis's clock (nothing written: try again); the enqueue's own errors (DuplicateTaskError,
+    ahead by Redis's clock (nothing written: try again), "paused" when an operator paused the entry (nothing
+written: the tick is skipped); the enqueue's own errors (DuplicateTaskError,
     TaskIDConflictError) raise, and the tick stays claimed.
     """
     def parse(raw: Any) -> str:
         code = int(raw)
         if code == TICK_EARLY:
             return "early"
+        if code == TICK_PAUSED:
+            return "paused"
         if code in (TICK_TAKEN, TICK_NOTHING_MISSED):
             return "taken"
         call.parse(raw)
         return "enqueued"
     return Call(_tick_script(call.script.name),
-                [keys.tick_mark(q, entry_id), keys.tick_claim(q, entry_id, tick), *call.keys],
+                [keys.tick_mark(q, entry_id), keys.tick_claim(q, entry_id, tick), keys.cron_paused(q, entry_id),
+                 *call.keys],
                 [tick, claim_ttl, latest_ttl, "1" if catch_up else "0", tolerance, owner,
                  "" if now is None else repr(float(now)), *call.args], parse)
 
 
-def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes]) -> Call[int]:
-    """Rewrite a scheduler's entry list (asynq:schedulers:{id}) with a ttl. Reply: how many entries."""
-    return Call(script("write_scheduler_entries"), [list_key], [ttl, *entries], int)
+def write_scheduler_entries(list_key: str, *, ttl: int, entries: Sequence[bytes], location: str = "UTC") -> Call[int]:
+    """Rewrite a scheduler's entry list (asynq:schedulers:{id}) with a ttl, and the marker that says it is ours
+    (keys.scheduler_ours, holding the scheduler's location: the zone of specs without CRON_TZ=). Reply: how
+    many entries."""
+    return Call(script("write_scheduler_entries"), [list_key, keys.scheduler_ours(list_key)],
+                [ttl, location, *entries], int)

@@ -173,6 +173,33 @@ def tick_claim(q: str, entry_id: str, tick: int) -> str:
     return f"asynqpy:{{{q}}}:tick:{entry_id}:{tick}"
 
 
+def cron_paused(q: str, entry_id: str) -> str:
+    """Our own: present while an operator has paused a scheduler entry (every replica's claim script reads it)."""
+    return f"asynqpy:{{{q}}}:cronpaused:{entry_id}"
+
+
+def scheduler_ours(list_key: str) -> str:
+    """Our own: a marker beside an asynqpy scheduler's entry list (asynq:schedulers:{id}), same slot and
+    expiry, so readers tell our schedulers (which honour pause) from Go's."""
+    return "asynqpy:" + list_key.removeprefix("asynq:")
+
+
+# -- per-task-type aggregates written by the workers' outcome hook (asynqpy.typestats), one hash tag
+
+TYPE_INDEX = "asynqpy:{types}:index"  # zset: task type -> the last minute (Unix min) it was recorded
+MARKS = "asynqpy:{types}:marks"  # zset: deploy marks (JSON members), scored by their Unix seconds
+
+
+def type_minute(task_type: str, minute: int) -> str:
+    """One task type's counters and histogram buckets for one minute (minute: Unix seconds // 60)."""
+    return f"asynqpy:{{types}}:m:{minute}:{task_type}"
+
+
+def type_hour(task_type: str, hour: int) -> str:
+    """The same counters summed over one hour (hour: Unix seconds // 3600), for the 24 h and 72 h views."""
+    return f"asynqpy:{{types}}:h:{hour}:{task_type}"
+
+
 # -- the Inspector's and the dashboard's own keys (each family under one hash tag: a cluster keeps it in one slot)
 
 # The shared queue snapshot (compressed JSON) and the lock its one taker holds.

@@ -8,11 +8,15 @@ broker.py's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, script
+from asynqpy.rdb.scripts import Call, KeyOrArg, script
+
+TYPE_STATS_TTL = 72 * 3600 + 3600  # 72 h of minutes, plus the hour a 72 h view starts in
+MARKS_CAP = 1000
+MARKS_KEEP = 30 * 86400
 
 
 def _int(raw: Any) -> int:
@@ -98,3 +102,27 @@ def server_time() -> Call[tuple[int, int]]:
 
 def clear_server_health(health_key: str) -> Call[int]:
     return Call(script("clear_server_health"), [health_key], [], _int)
+
+
+def record_type_stats(groups: Sequence[tuple[str, int, Mapping[str, int]]], *, ttl: int = TYPE_STATS_TTL) -> Call[int]:
+    """One script call adding groups of (task type, minute, fields) to their minute and hour hashes."""
+    ks: list[KeyOrArg] = [keys.TYPE_INDEX]
+    args: list[KeyOrArg] = [ttl]
+    for ttype, minute, fields in groups:
+        ks += [keys.type_minute(ttype, minute), keys.type_hour(ttype, minute // 60)]
+        args += [ttype, minute, len(fields)]
+        for k, v in fields.items():
+            args += [k, v]
+    return Call(script("record_type_stats"), ks, args, int)
+
+
+def add_mark(mark: str, *, at: float) -> Call[int]:
+    """Record a deploy mark (JSON text) at Unix seconds at; the newest MARKS_CAP within MARKS_KEEP are kept."""
+    return Call(script("add_mark"), [keys.MARKS], [mark, repr(float(at)), MARKS_CAP, repr(float(at - MARKS_KEEP))],
+                _int)
+
+
+def set_cron_paused(q: str, entry_id: str, *, paused: bool, note: str = "") -> Call[bool]:
+    """Pause (or resume) a scheduler entry enqueueing into q. Reply: True when its state changed."""
+    return Call(script("set_cron_paused"), [keys.cron_paused(q, entry_id)], ["1" if paused else "0", note or "1"],
+                lambda raw: int(raw) == 1)

@@ -331,7 +331,7 @@ class Scheduler:
         if claimed == "early":
             await self._sync_clock(runner)
             return "early"
-        if claimed == "taken":
+        if claimed in ("taken", "paused"):  # paused: an operator's flag in Redis; this tick is skipped
             return "done"
         e.prev_tick = tick
         e.enqueued += 1
@@ -373,7 +373,8 @@ class Scheduler:
                     e.prev_tick = mark  # a tick another replica enqueued
                 data.append(encode_entry(e))
             ttl = max(2, int(2 * self.heartbeat_interval))
-            await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data))
+            await runner.run(broker.write_scheduler_entries(self.list_key, ttl=ttl, entries=data,
+                                                             location=self.location))
             await runner.run(state.index_add(keys.SCHEDULERS, self.list_key, score=int(now + ttl)))
         except Exception as exc:
             self.trouble.note(exc, "heartbeat failed")

@@ -171,6 +171,23 @@ def test_absurd_task_types_are_refused_before_anything_is_written(redis_url: str
     r.close()
 
 
+def test_queue_names_are_capped_at_enqueue_with_the_limit_said(redis_url: str, r: redis.Redis) -> None:
+    from inspector import Inspector
+    from tests.webui.livekit import go_enqueue
+
+    with Client(redis_url) as c:
+        assert c.enqueue(Task("t", b""), queue="q" * 256).queue == "q" * 256  # the limit itself is fine
+        for enqueue in (lambda q: c.enqueue(Task("t", b""), queue=q),
+                        lambda q: c.enqueue_many([Task("t", b"")], queue=q)):
+            with pytest.raises(InvalidArgumentError, match="is 257 bytes long; the limit is 256 bytes") as err:
+                enqueue("q" * 257)
+            assert err.value.argument == "queue"
+    long = "g" * 400  # Go accepts any name: a longer Go-written queue is still read
+    tid = go_enqueue(redis_url, long, "go:t")
+    with Inspector(redis_url) as insp:
+        assert insp.queue_info(long, memory=False).pending == 1 and insp.get_task(long, tid).id == tid
+
+
 def test_task_options_are_one_reusable_checked_object(redis_url: str, r: redis.Redis) -> None:
     opts = TaskOptions(queue="reports", max_retry=2, retention=timedelta(minutes=5), process_in=60)
     with pytest.raises(InvalidArgumentError) as err:

@@ -15,6 +15,7 @@ import pytest
 
 from asynqpy import Task
 from asynqpy.cron import parse
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.scheduler import Scheduler
 from inspector import Inspector
 
@@ -81,6 +82,12 @@ def test_our_inspector_lists_a_go_schedulers_entries(go_binary: Path, redis_url:
             assert events[0].enqueued_at > events[-1].enqueued_at  # newest first
             task = insp.get_task("cq", events[0].task_id).info
             assert (task.type, task.payload, task.max_retry) == ("go:tick", b"from go", 2)
+            # cron controls: a Go scheduler cannot honour our pause flag, so its entry is read-only
+            st = insp.cron_status(eid)
+            assert not st.ours and "Go" in st.read_only_reason and st.when == "every 1 s" and st.queue == "cq"
+            assert st.last_task_id and st.firings
+            with pytest.raises(InvalidArgumentError, match="Go asynq scheduler"):
+                insp.cron_pause(eid)
     finally:
         proc.kill()
         proc.wait()

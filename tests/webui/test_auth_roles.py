@@ -202,7 +202,7 @@ def token_of(html: str) -> str:
     return m.group(1)
 
 
-PUBLIC = {"/login", "/healthz", "/metrics"}
+PUBLIC = {"/login", "/healthz", "/metrics", "/favicon.ico"}
 ARGS = {"queue": "q", "state": "archived", "action": "run", "task_id": "t1", "job_id": "j1", "filename": "app.css"}
 
 

@@ -28,4 +28,4 @@ def test_task_page_and_queue_list_show_the_call(as_role: Any, redis_url: str) ->
     listing = c.get("/queues/webtyped/pending").get_data(as_text=True)
     assert call in html.unescape(listing) and "<b>ACME</b>" not in listing
     other = c.get(f"/queues/webtyped/tasks/{plain.id}").get_data(as_text=True)
-    assert '<pre class="payload json">' in other
+    assert '<pre class="payload json"' in other

@@ -1,0 +1,126 @@
+"""Per-task-type minute aggregates: the outcome hook that counts runs in memory and the loop that writes them to
+Redis in batches (one script call per flush), for the dashboard's types page and `asynqpy stats --types`.
+
+Each (task type, minute) keeps: n (runs that ended), f (of them failed: retry, archived, canceled), rt (run time,
+total ms), wn (runs whose wait is known), wt (wait, total ms), r<i> / w<i> (runs whose run time / wait fell in
+bucket i of BUCKETS). Only non-zero fields are written, into a minute hash and its hour's hash, both kept TTL.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from asynqpy.loop import Loop
+from asynqpy.outcome import TaskOutcome
+from asynqpy.rdb.state import record_type_stats
+
+if TYPE_CHECKING:
+    from asynqpy.runtime import Runtime
+
+log = logging.getLogger("asynqpy")
+
+# Upper bounds (s) of the fixed buckets, from a few milliseconds to an hour; the last bucket is "longer".
+BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                              300.0, 600.0, 1800.0, 3600.0)
+FLUSH_INTERVAL = 5.0
+MAX_TYPES = 500  # distinct types one process keeps in memory between flushes; later ones count as OTHER
+MAX_PENDING = 20_000  # (type, minute) groups held while Redis is unreachable; the oldest are dropped beyond it
+OTHER = "(other types)"
+FAILED = frozenset({"retry", "archived", "canceled"})
+GROUPS_PER_CALL = 200  # a flush of more groups is several calls of at most this many (each well under 10 ms)
+
+
+def bucket(seconds: float) -> int:
+    """The index of the bucket seconds falls in (len(BUCKETS) for longer than the last bound)."""
+    return bisect.bisect_left(BUCKETS, seconds)
+
+
+class TypeStats:
+    """Counts outcomes per (task type, minute) in memory; thread-safe. `observe` is the outcome hook."""
+
+    def __init__(self, *, max_types: int = MAX_TYPES, max_pending: int = MAX_PENDING) -> None:
+        self.max_types = max_types
+        self.max_pending = max_pending
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[str, int], dict[str, int]] = {}
+        self._types: set[str] = set()
+        self.dropped = 0  # groups given up while Redis stayed unreachable (logged)
+
+    def observe(self, o: TaskOutcome) -> None:
+        """The outcome hook: a few dictionary updates under a lock, no Redis call."""
+        ended = o.started_at + o.duration
+        minute = int(ended // 60)
+        fields = {"n": 1, "rt": round(o.duration * 1000), f"r{bucket(o.duration)}": 1}
+        if o.outcome in FAILED:
+            fields["f"] = 1
+        if o.wait is not None:
+            fields.update({"wn": 1, "wt": round(o.wait * 1000), f"w{bucket(o.wait)}": 1})
+        with self._lock:
+            ttype = o.task_type
+            if ttype not in self._types:
+                if len(self._types) >= self.max_types:
+                    ttype = OTHER
+                else:
+                    self._types.add(ttype)
+            self._add(ttype, minute, fields)
+
+    def _add(self, ttype: str, minute: int, fields: Mapping[str, int]) -> None:
+        group = self._groups.setdefault((ttype, minute), {})
+        for k, v in fields.items():
+            group[k] = group.get(k, 0) + v
+
+    def take(self) -> dict[tuple[str, int], dict[str, int]]:
+        """Everything counted since the last take (the caller writes it, or gives it back)."""
+        with self._lock:
+            groups, self._groups = self._groups, {}
+            self._types.clear()
+            return groups
+
+    def give_back(self, groups: Mapping[tuple[str, int], Mapping[str, int]]) -> None:
+        """Merge groups a failed flush could not write, dropping the oldest beyond max_pending."""
+        with self._lock:
+            for (ttype, minute), fields in groups.items():
+                self._add(ttype, minute, fields)
+            over = len(self._groups) - self.max_pending
+            if over > 0:
+                for k in sorted(self._groups, key=lambda g: g[1])[:over]:
+                    del self._groups[k]
+                self.dropped += over
+                log.warning("type stats: Redis unreachable, dropped %d minute aggregates (%d in all)", over,
+                            self.dropped)
+
+
+class TypeStatsFlusher(Loop):
+    """Writes a TypeStats to Redis every few seconds; a last flush at shutdown. Failed writes are kept (bounded)."""
+
+    name = "typestats"
+    interval = FLUSH_INTERVAL
+
+    def __init__(self, rt: Runtime, stats: TypeStats) -> None:
+        super().__init__()
+        self.rt = rt
+        self.stats = stats
+
+    async def run_once(self) -> float | None:
+        groups = self.stats.take()
+        items = [(t, m, f) for (t, m), f in groups.items()]
+        written: set[tuple[str, int]] = set()
+        try:
+            for i in range(0, len(items), GROUPS_PER_CALL):
+                chunk = items[i:i + GROUPS_PER_CALL]
+                await self.rt.runner.run(record_type_stats(chunk))
+                written.update((t, m) for t, m, _ in chunk)
+        except Exception:
+            self.stats.give_back({k: v for k, v in groups.items() if k not in written})
+            raise
+        return None
+
+    async def on_stop(self) -> None:
+        try:
+            await self.run_once()
+        except Exception as exc:  # Redis gone at shutdown: these minutes are lost, say so once
+            log.warning("type stats: last flush not written: %s", exc)

@@ -1,0 +1,54 @@
+"""Bytes per task type per day of the per-type aggregates (asynqpy.typestats), measured with MEMORY USAGE on a
+private embedded Valkey: a day of minutes written as workers write them, for a quiet and a busy type.
+
+    python -m bench.typestats_memory
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import redis
+
+from asynqpy.embedded import EmbeddedServer
+from asynqpy.outcome import TaskOutcome
+from asynqpy.rdb import keys
+from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.state import record_type_stats
+from asynqpy.typestats import TypeStats
+
+
+def day_of(r: redis.Redis, ttype: str, per_minute: int, start: float) -> int:
+    """Write 1440 minutes of one type (per_minute runs each, run times spread over a few buckets); return the
+    bytes its minute and hour hashes take."""
+    rnd = random.Random(1)
+    runner = SyncRunner(r)
+    for m in range(1440):
+        stats = TypeStats()
+        at = start + m * 60
+        for _ in range(per_minute):
+            d = rnd.lognormvariate(-2, 1)
+            stats.observe(TaskOutcome("default", ttype, "x", "retry" if rnd.random() < .02 else "success", at, d,
+                                      rnd.lognormvariate(-4, 1.5)))
+        groups = stats.take()
+        runner.run(record_type_stats([(t, mm, f) for (t, mm), f in groups.items()]))
+    first = int(start // 60)
+    total = sum(int(r.memory_usage(keys.type_minute(ttype, first + m)) or 0) for m in range(1440))
+    total += sum(int(r.memory_usage(keys.type_hour(ttype, h)) or 0)
+                 for h in range(first // 60, (first + 1440) // 60 + 1) if r.exists(keys.type_hour(ttype, h)))
+    return total
+
+
+def main() -> None:
+    with EmbeddedServer() as srv:
+        r = redis.Redis.from_url(srv.url)
+        start = (time.time() // 86400 - 1) * 86400
+        for name, rate in (("quiet", 1), ("busy", 600)):
+            b = day_of(r, name, rate, start)
+            print(f"{name:6s} ({rate} runs/min): {b:,} bytes per type per day "
+                  f"({b / 1440:.0f} per minute, its hour hash included)")
+
+
+if __name__ == "__main__":
+    main()
