@@ -30,7 +30,7 @@ def cron_action(entry_id: str, action: str) -> Any:
     if access.role_on(st.queue) == access.NO_ACCESS:
         abort(404)  # an entry of a queue this user may not see: as if it did not exist
     if not access.can("operator", st.queue):
-        audit.record(name, queue=st.queue, outcome="denied", detail=f"entry {entry_id}")
+        audit.record_refused(name, outcome="denied", queue=st.queue, detail="this needs the operator role")
         abort(403)
     try:
         if action == "run":

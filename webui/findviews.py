@@ -65,12 +65,14 @@ def find_page(queue: str) -> Any:
 
 
 def _admin(queue: str, action: str, query: str) -> None:
+    """403 (audited) unless an admin asks; then 404 for an unknown action. The role first: a viewer learns
+    nothing from trying actions."""
+    if not can("admin"):
+        audit.record_refused(f"tasks.{action if action in ACTIONS else 'act'}_matching", outcome="denied",
+                             queue=queue, detail="acting on every task that matches needs the admin role")
+        abort(403, description="acting on every task that matches needs the admin role")
     if action not in ACTIONS:
         abort(404)
-    if not can("admin"):
-        audit.record(f"tasks.{action}_matching", queue=queue, outcome="denied",
-                     detail=f"query {query!r}: this needs the admin role")
-        abort(403, description="acting on every task that matches needs the admin role")
 
 
 @bp.post("/queues/<queue:queue>/find/preview")

@@ -20,7 +20,8 @@ LONG_RUNNING = {"dev": "is running", "redis": "is running", "worker": "started: 
 # What a long-running command gets besides what the docs show: a free port, and the test server.
 EXTRA: dict[str, list[str]] = {"dev": ["--port", "0"], "redis": ["--port", "0"], "exporter": ["--bind", "127.0.0.1:0"],
                               "web": ["--bind", "127.0.0.1:0", "--workers", "1"]}
-PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats", "ENTRY_ID": "no-such-entry"}
+PLACEHOLDERS = {"QUEUE": "critical", "STATE": "archived", "COMMAND": "stats", "ENTRY_ID": "no-such-entry",
+                "QUERY": "type:email:*"}
 
 
 def help_texts() -> str:
@@ -54,6 +55,7 @@ def test_every_documented_command_runs_as_shown(redis_url: str, tmp_path: Path) 
     task_id = client.enqueue(Task("email:welcome", b'{"to": "ada@example.com"}'), queue="critical").id
     for q in ("default", "low"):
         client.enqueue(Task("report:daily", b"acme"), queue=q)
+    client.enqueue(Task("email:welcome", b'{"to": "bob@example.com"}'), queue="mail")  # the find examples' queue
     app = next(body for lang, body in blocks(section("Quick start")) if body.startswith("# app/tasks.py"))
     app += next(body for lang, body in blocks(section("Tasks as functions")) if body.startswith("# app/tasks.py"))
     (tmp_path / "app").mkdir()

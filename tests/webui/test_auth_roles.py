@@ -211,7 +211,8 @@ def _routes(app: Flask) -> list[tuple[str, set[str]]]:
     for rule in app.url_map.iter_rules():
         url = rule.rule
         for arg in rule.arguments:
-            url = url.replace(f"<{arg}>", ARGS.get(arg, "x")).replace(f"<path:{arg}>", ARGS.get(arg, "x"))
+            for form in (f"<{arg}>", f"<path:{arg}>", f"<queue:{arg}>", f"<typename:{arg}>"):
+                url = url.replace(form, ARGS.get(arg, "x"))
         out.append((url, set(rule.methods or ()) - {"HEAD", "OPTIONS"}))
     return out
 
