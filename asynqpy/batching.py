@@ -8,6 +8,8 @@ round trip is in flight and sends it in the next one, each caller getting its ow
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import operator
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -21,6 +23,11 @@ from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
 from asynqpy.task import Task, TaskInfo, TaskState
 
 MAX_ROUND_TRIP = 1000  # AsyncEnqueuer: tasks sent in one round trip at most
+# AsyncEnqueuer packs tasks whose options are equal in every field but task_id together (each caller's merged
+# options are a new object, so packing by identity packed nothing). Every field but task_id, so a new option
+# cannot be forgotten here.
+_SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(TaskOptions) if f.name != "task_id")
+options_key = operator.attrgetter(*_SHARED_FIELDS)
 RUN = 100  # Batch: plain tasks per enqueue_many script command
 
 
@@ -102,9 +109,9 @@ class SameOptions:
         codes = raw if isinstance(raw, list) else [raw] * len(items)
         return [self.outcome(it, c) for it, c in zip(items, codes, strict=True)]
 
-    def item(self, task: Task, new_id: str) -> Item:
-        """The task prepared, with its id: the options' task_id, else new_id."""
-        tid = self.task_id or new_id
+    def item(self, task: Task, new_id: str, task_id: str | None = None) -> Item:
+        """The task prepared, with its id: task_id, else the options' task_id, else new_id."""
+        tid = task_id or self.task_id or new_id
         payload = None if task.nil_payload else task.payload
         ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
         return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
@@ -159,7 +166,7 @@ class Batch:
 
 class AsyncEnqueuer:
     """AsyncClient.enqueue on a plain Redis: callers queue (task, options); one flusher at a time takes what
-    is queued, packs it (once per distinct options object) and sends it in one round trip, then repeats while
+    is queued, packs it (once per distinct options, task_id aside) and sends it in one round trip, then repeats while
     more was queued meanwhile. Each caller's future gets its own TaskInfo or error; a broken connection fails
     the callers of that round trip. Tasks are stamped with the time of the round trip that carries them.
     """
@@ -191,21 +198,24 @@ class AsyncEnqueuer:
 
     async def _round_trip(self, batch: list[tuple[Task, TaskOptions, asyncio.Future[TaskInfo]]]) -> None:
         now = time.time()
-        shared: dict[int, SameOptions] = {}
-        groups: dict[int, list[tuple[Item, asyncio.Future[TaskInfo]]]] = {}
+        shared: dict[Any, SameOptions] = {}
+        groups: dict[Any, list[tuple[Item, asyncio.Future[TaskInfo]]]] = {}
         packed: list[bytes] = []
         scripts: list[Script | None] = []
         for (task, options, fut), new_id in zip(batch, new_task_ids(len(batch)), strict=True):
             try:
-                same = shared.get(id(options))  # the batch holds every options object: ids stay unique
+                key = options_key(options)  # equal options but task_id share one SameOptions
+                same = shared.get(key)
                 if same is None:
-                    same = shared[id(options)] = SameOptions(options, now)
-                    groups[id(options)] = []
+                    # Built without the task_id: that stays each caller's own (passed to item below).
+                    base = options if options.task_id is None else options.merge({"task_id": None})
+                    same = shared[key] = SameOptions(base, now)
+                    groups[key] = []
                     queue = self.register.due(same.base.queue, now)
                     if queue is not None:
                         packed.append(pack_command("SADD", keys.QUEUES, queue))
                         scripts.append(None)
-                groups[id(options)].append((same.item(task, new_id), fut))
+                groups[key].append((same.item(task, new_id, options.task_id), fut))
             except Exception as exc:
                 fut.set_exception(exc)
         owners: list[tuple[SameOptions, list[tuple[Item, asyncio.Future[TaskInfo]]]] | None] = [None] * len(packed)

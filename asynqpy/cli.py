@@ -6,11 +6,10 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
+from asynqpy import __version__
 from asynqpy.clicommon import add_common_everywhere, debugging, run_guarded
 from asynqpy.errors import UsageError
-from asynqpy.loader import load_mux, parse_queues
 from asynqpy.plugins import command_registrars, dev_addons
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -26,13 +25,21 @@ examples:
 """
 
 
-def _version() -> str:
-    try:
-        return version("asynqpy")
-    except PackageNotFoundError:  # run from a source tree that is not installed
-        from asynqpy import __version__
+# The commands defined here: naming one (or only --version) needs no entry-point scan and no plug-in import,
+# so `asynqpy --version` and `asynqpy worker` start fast.
+BUILT_IN = ("worker", "dev", "redis")
+_VALUED = ("--redis-url",)  # top-level options that take the next word as their value
 
-        return __version__
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command argv names (its first word that is no option nor an option's value), or None."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -63,6 +70,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from asynqpy.config import ServerConfig
     from asynqpy.connection import cluster_url, parse
     from asynqpy.embedded import default_redis_url
+    from asynqpy.loader import load_mux, parse_queues
     from asynqpy.supervisor import WorkerSpec, run_workers
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
@@ -90,8 +98,9 @@ def _add_port(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fresh", action="store_true", help="start with empty data (deletes what earlier runs kept)")
 
 
-def _add_dev(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    addons = dev_addons()
+def _add_dev(sub: argparse._SubParsersAction, *, with_addons: bool = True) -> None:  # type: ignore[type-arg]
+    """with_addons: look up the installed `asynqpy dev` add-ons (an entry-point scan) to offer their options."""
+    addons = dev_addons() if with_addons else []
     extra = "".join(f" + {a.name}" for a in addons)
     help = f"embedded Valkey + demo worker + demo producer{extra}, for trying asynqpy out"
     p = sub.add_parser("dev", help=help, description=(
@@ -141,18 +150,24 @@ def _cmd_redis(args: argparse.Namespace) -> int:
     return run_dev(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `asynqpy` parser. Given the argv it will parse, it leaves out what that argv cannot reach: the
+    plug-in commands (and dev's add-ons) when argv names a built-in command or asks only for --version."""
+    word = None if argv is None else command_word(argv)
+    short = argv is not None and (word in BUILT_IN or (word is None and "--version" in argv))
+
     parser = argparse.ArgumentParser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
                                      "asynq's wire format: workers, a dev server, and tools to inspect queues.",
                                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"asynqpy {_version()}")
+    parser.add_argument("--version", action="version", version=f"asynqpy {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="command")
     _add_worker(sub)
-    _add_dev(sub)
+    _add_dev(sub, with_addons=not short or word == "dev")
     _add_redis(sub)
-    for _name, register in command_registrars():  # inspector, web, exporter, scheduler, ... (entry points)
-        register(sub)
+    if not short:
+        for _name, register in command_registrars():  # inspector, web, exporter, scheduler, ... (entry points)
+            register(sub)
     add_common_everywhere(parser)
     return parser
 
@@ -167,10 +182,11 @@ def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would show the top-level usage; the usage of the command given helps more (exit 2)
-        command_parser(parser, sys.argv[1:] if argv is None else argv).error(
+        command_parser(parser, words).error(
             f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose or debugging(args) else logging.INFO, format=LOG_FORMAT)
     if not getattr(args, "func", None):

@@ -9,11 +9,8 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 
-import redis
-
 from asynqpy.devstate import choose_redis_url
 from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError, mask_url
-from asynqpy.rdb.failures import translate
 from asynqpy.terminal import say
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
@@ -88,7 +85,12 @@ def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse
 def report(exc: Exception, args: argparse.Namespace) -> int:
     """Print exc as the CLI does (see run_guarded) and return the exit code."""
     debug = debugging(args)
-    if isinstance(exc, redis.RedisError):  # redis-py's own, let through by a command: ours, with the URL masked
+    # redis-py's own error, let through by a command, becomes ours with the URL masked. redis-py is imported
+    # only by commands that talk to Redis (start-up): if it is not loaded, exc is none of its errors.
+    redis = sys.modules.get("redis")
+    if redis is not None and isinstance(exc, redis.RedisError):
+        from asynqpy.rdb.failures import translate
+
         url = getattr(args, "redis_url", None) or choose_redis_url().url
         ours = translate(exc, url)
         ours.__cause__ = exc  # --debug shows redis-py's traceback too

@@ -16,9 +16,11 @@ import argparse
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 COMMANDS_GROUP = "asynqpy.commands"
 DEV_ADDONS_GROUP = "asynqpy.dev_addons"
@@ -29,6 +31,8 @@ Register = Callable[[Any], None]  # takes argparse's subparsers object
 
 
 def _entries(group: str) -> list[EntryPoint]:
+    from importlib.metadata import entry_points  # only a command that needs plug-ins pays for the scan
+
     return sorted(entry_points(group=group), key=lambda ep: ep.name)
 
 

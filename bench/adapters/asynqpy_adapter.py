@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from asynqpy import AsyncClient, Client, Task
+from asynqpy import AsyncClient, Client, ReceivedTask, ServeMux, Task
 from asynqpy.client import message
 from asynqpy.options import DEFAULT_OPTIONS
 from asynqpy.rdb import broker
 from asynqpy.rdb.scripts import Call
-from bench.adapters.base import TASK_TYPE, Adapter, payload, record, redis_url
+from bench.adapters.base import TASK_TYPE, Adapter, console_script, payload, record, redis_url
 
 CONCURRENCY = 10
 
@@ -42,6 +43,11 @@ class AsynqpyAdapter(Adapter):
         return None
 
     def worker_argv(self) -> list[str]:
+        # ASYNQPY_BENCH_CLI=1: the command users run (`asynqpy worker ...:mux`), so the cold drain counts the
+        # command line's start-up too; by default the same Server without the command line.
+        if os.environ.get("ASYNQPY_BENCH_CLI", "") not in ("", "0"):
+            return [console_script("asynqpy"), "worker", "bench.adapters.asynqpy_adapter:mux", "--redis-url",
+                    self.url, "--concurrency", str(CONCURRENCY), "--queues", "default=1"]
         return [sys.executable, "-m", "bench.adapters.asynqpy_adapter"]
 
     def enqueue(self, p: dict[str, Any]) -> None:
@@ -53,7 +59,8 @@ class AsynqpyAdapter(Adapter):
                 raise res
 
     def extra_producers(self) -> list[tuple[str, Any]]:
-        return [("async", self.timed_async), ("wire_single", self.timed_wire_single),
+        return [("async", self.timed_async), ("async_queue", self.timed_async_queue),
+                ("async_semaphore_queue", self.timed_async_semaphore_queue), ("wire_single", self.timed_wire_single),
                 ("wire_batch", self.timed_wire_batch)]
 
     def timed_async(self, n: int, coroutines: int = 100) -> float:
@@ -71,6 +78,28 @@ class AsynqpyAdapter(Adapter):
                 await asyncio.gather(*(worker(tasks[i::coroutines]) for i in range(coroutines)))
                 return time.perf_counter() - t0
         return asyncio.run(run())
+
+    def _timed_pattern(self, n: int, pattern: str, fields: dict[str, Any]) -> float:
+        """n tasks enqueued through one AsyncClient the way bench.async_bench's pattern does it."""
+        from bench.async_bench import PATTERNS
+
+        tasks = [_task(payload("x")) for _ in range(n)]
+
+        async def run() -> float:
+            async with AsyncClient(self.url) as c:
+                await c.enqueue(_task(payload("w")), **fields)  # connect first
+                t0 = time.perf_counter()
+                await PATTERNS[pattern](c, tasks, fields)
+                return time.perf_counter() - t0
+        return asyncio.run(run())
+
+    def timed_async_queue(self, n: int) -> float:
+        """timed_async with a per-call option, as real code writes it: `await c.enqueue(t, queue="emails")`."""
+        return self._timed_pattern(n, "loop", {"queue": "emails"})
+
+    def timed_async_semaphore_queue(self, n: int) -> float:
+        """n coroutines gathered behind asyncio.Semaphore(100), each `await c.enqueue(t, queue="emails")`."""
+        return self._timed_pattern(n, "semaphore", {"queue": "emails"})
 
     def _prebuilt(self, n: int) -> list[Call[None]]:
         """The enqueue script's calls for n tasks, built before the clock starts (the wire limit's input)."""
@@ -111,16 +140,18 @@ class AsynqpyAdapter(Adapter):
 ADAPTER = AsynqpyAdapter
 
 
+mux = ServeMux()  # the worker's: `asynqpy worker bench.adapters.asynqpy_adapter:mux`
+
+
+@mux.handler(TASK_TYPE)
+async def noop(task: ReceivedTask) -> None:
+    start = time.time()
+    record(json.loads(task.payload), start)
+
+
 def main() -> None:
-    """The worker process: one asynqpy Server, run in the foreground until SIGTERM."""
-    from asynqpy import ReceivedTask, ServeMux, Server
-
-    mux = ServeMux()
-
-    @mux.handler(TASK_TYPE)
-    async def noop(task: ReceivedTask) -> None:
-        start = time.time()
-        record(json.loads(task.payload), start)
+    """The worker process without the command line: one asynqpy Server, run in the foreground until SIGTERM."""
+    from asynqpy import Server
 
     Server(redis_url(), concurrency=CONCURRENCY, queues={"default": 1}).run(mux)
 

@@ -1,0 +1,89 @@
+"""Start-up: `import asynqpy`, `asynqpy --version` and `asynqpy worker` load only what they need (no web,
+metrics, cluster or typed layers, no plug-in scan), while the public names and the plug-in commands still work.
+Each check runs in a fresh interpreter and looks at sys.modules (speed itself is measured in bench/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+import asynqpy
+from asynqpy.cli import command_word
+
+# Never needed to import asynqpy or print its version.
+HEAVY = ["redis", "redis.cluster", "google.protobuf", "flask", "prometheus_client", "pydantic", "webui",
+         "inspector", "exporter", "asynqpy.scheduler", "asynqpy.metrics", "asynqpy.client", "asynqpy.server",
+         "importlib.metadata"]
+# Not needed by a worker without --metrics-port (redis-py itself, with its cluster module, is).
+NOT_FOR_WORKER = ["flask", "prometheus_client", "pydantic", "webui", "inspector", "exporter",
+                  "asynqpy.scheduler", "asynqpy.metrics"]
+
+
+def modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running code (which must not print)."""
+    out = subprocess.run([sys.executable, "-c", code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_import_asynqpy_loads_none_of_the_heavy_layers() -> None:
+    loaded = modules_after("import asynqpy")
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+def test_version_needs_no_plugins_and_no_redis() -> None:
+    loaded = modules_after("from asynqpy.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass")
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+def test_the_asynqpy_command_prints_the_installed_version() -> None:
+    script = Path(sys.executable).with_name("asynqpy")
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "asynqpy.cli"]
+    out = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, f"asynqpy {version('asynqpy')}")
+    assert asynqpy.__version__ == version("asynqpy")  # the fast --version reads __version__: they must agree
+
+
+def test_worker_start_loads_no_web_metrics_or_plugin_layers() -> None:
+    # The mux cannot be imported, so the command stops right after what every worker start-up imports.
+    loaded = modules_after("from asynqpy.cli import main\nimport contextlib, io\n"
+                           "with contextlib.redirect_stderr(io.StringIO()):\n"
+                           "    assert main(['worker', 'no_such_module_here:mux']) == 2")
+    assert "asynqpy.supervisor" in loaded and "asynqpy.loader" in loaded  # it did get that far
+    assert [m for m in NOT_FOR_WORKER if m in loaded] == []
+
+
+def test_the_public_names_load_on_first_use() -> None:
+    loaded = modules_after("from asynqpy import AsyncClient, Client, Server, ServeMux, Task, TypedTask\n"
+                           "import asynqpy\nassert asynqpy.Client is Client and asynqpy.TaskState.PENDING")
+    assert {"asynqpy.client", "asynqpy.server", "asynqpy.typed"} <= loaded
+    for name in asynqpy.__all__:
+        assert getattr(asynqpy, name) is not None
+        assert name in dir(asynqpy)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        asynqpy.nope  # noqa: B018
+
+
+def test_plugin_commands_are_still_offered(capsys: pytest.CaptureFixture[str]) -> None:
+    from asynqpy.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "stats" in capsys.readouterr().out  # the inspector's command, from its entry point
+    with pytest.raises(SystemExit):
+        main(["--redis-url", "redis://x", "stats", "--help"])
+    assert "usage: asynqpy stats" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "word"), [
+    (["--version"], None), (["worker", "a:b"], "worker"), (["--redis-url", "redis://h", "stats"], "stats"),
+    (["--redis-url=redis://h", "--json", "task", "ls"], "task"), (["-v", "dev"], "dev"), ([], None),
+])
+def test_command_word(argv: list[str], word: str | None) -> None:
+    assert command_word(argv) == word
