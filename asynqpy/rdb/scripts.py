@@ -114,6 +114,24 @@ def pack(call: Call[Any]) -> bytes:
     return b"".join(parts)
 
 
+def as_eval(packed: bytes, sc: Script) -> bytes:
+    """A packed EVALSHA of sc turned into the EVAL of its text, with the same keys and arguments: the retry after
+    NOSCRIPT. EVAL cannot answer NOSCRIPT (a SCRIPT FLUSH between a SCRIPT LOAD and the EVALSHA retry could), and
+    it caches the script for the next EVALSHA as SCRIPT LOAD would."""
+    sha = b"$7\r\nEVALSHA\r\n$40\r\n" + sc.sha.encode() + b"\r\n"
+    text = sc.text.encode()
+    return packed.replace(sha, b"$4\r\nEVAL\r\n$%d\r\n%s\r\n" % (len(text), text), 1)
+
+
+def _eval(call: Call[Any]) -> tuple[Any, ...]:
+    return ("EVAL", call.script.text, len(call.keys), *call.keys, *call.args)
+
+
+def queue_eval(pipe: Any, call: Call[Any]) -> Any:
+    """Queue the EVAL of call's script text on a pipeline (the retry after NOSCRIPT)."""
+    return pipe.execute_command(*_eval(call))
+
+
 @dataclass(frozen=True)
 class Call(Generic[R]):
     """One script invocation: the script, its KEYS and ARGV, and parse, which turns its raw reply (as redis-py
@@ -204,9 +222,8 @@ class SyncRunner:
         raws = self.send(packed)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError) and scripts[i] is not None]
         if missing:
-            for s in {scripts[i] for i in missing}:
-                self.redis.script_load(s.text)  # type: ignore[union-attr]
-            for i, r in zip(missing, self.send([packed[i] for i in missing]), strict=True):
+            again = self.send([as_eval(packed[i], scripts[i]) for i in missing])  # type: ignore[arg-type]
+            for i, r in zip(missing, again, strict=True):
                 raws[i] = r
         return raws
 
@@ -220,8 +237,7 @@ class SyncRunner:
             sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
             raw = self.send(sent)[-1]
             if isinstance(raw, NoScriptError):
-                self.redis.script_load(call.script.text)
-                raw = self.send([cmd])[0]
+                raw = self.send([as_eval(cmd, call.script)])[0]
             if isinstance(raw, Exception):
                 raise raw
             return call.parse(raw)
@@ -270,13 +286,11 @@ class SyncRunner:
                 conn = rc.get_redis_connection(rc.get_node_from_key(group[0].keys[0]))
             for attempt in range(2):
                 pipe = conn.pipeline(transaction=False)
-                for c in group:
-                    pipe.execute_command(*_evalsha(c))
+                for c in group:  # the retry after NOSCRIPT sends the scripts' text
+                    pipe.execute_command(*(_evalsha(c) if attempt == 0 else _eval(c)))
                 pipe.execute_command(*durable.wait_command)
                 res = list(pipe.execute(raise_on_error=False))
                 if attempt == 0 and any(isinstance(r, NoScriptError) for r in res):
-                    for sc in {c.script for c in group}:
-                        self.redis.script_load(sc.text)
                     continue
                 break
             for r in res[:-1]:
@@ -301,19 +315,18 @@ class SyncRunner:
         raws = self._pipeline(calls)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError)]
         if missing:
-            for s in {calls[i].script for i in missing}:
-                self.redis.script_load(s.text)
-            again = self._pipeline([calls[i] for i in missing])
+            again = self._pipeline([calls[i] for i in missing], text=True)
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
         return _parse_all(calls, raws)
 
-    def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+    def _pipeline(self, calls: Sequence[Call[Any]], *, text: bool = False) -> list[Any]:
+        """The calls in one round trip: EVALSHA, or (text) EVAL of the scripts' text, the retry after NOSCRIPT."""
         if self._pool is not None:
-            return self.send([pack(c) for c in calls])
+            return self.send([as_eval(pack(c), c.script) if text else pack(c) for c in calls])
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
-            queue_call(pipe, c)
+            (queue_eval if text else queue_call)(pipe, c)
         return list(pipe.execute(raise_on_error=False))
 
 
@@ -378,9 +391,7 @@ class AsyncRunner:
         raws = await self.send(packed)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError) and scripts[i] is not None]
         if missing:
-            for s in {scripts[i] for i in missing}:
-                await self.redis.script_load(s.text)  # type: ignore[union-attr]
-            again = await self.send([packed[i] for i in missing])
+            again = await self.send([as_eval(packed[i], scripts[i]) for i in missing])  # type: ignore[arg-type]
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
         return raws
@@ -391,8 +402,7 @@ class AsyncRunner:
             sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
             raw = (await self.send(sent))[-1]
             if isinstance(raw, NoScriptError):
-                await self.redis.script_load(call.script.text)
-                raw = (await self.send([cmd]))[0]
+                raw = (await self.send([as_eval(cmd, call.script)]))[0]
             if isinstance(raw, Exception):
                 raise raw
             return call.parse(raw)
@@ -438,19 +448,18 @@ class AsyncRunner:
             for attempt in range(2):
                 if is_cluster(rc):  # the owning node's own pipeline: one connection for the writes and WAIT
                     node = rc.get_node_from_key(group[0].keys[0])
-                    cmds = [PipelineCommand(i, *_evalsha(c)) for i, c in enumerate(group)]
+                    cmds = [PipelineCommand(i, *(_evalsha(c) if attempt == 0 else _eval(c)))
+                            for i, c in enumerate(group)]
                     cmds.append(PipelineCommand(len(group), *durable.wait_command))
                     await node.execute_pipeline(cmds)
                     res = [c.result for c in cmds]
                 else:
                     pipe = rc.pipeline(transaction=False)
-                    for c in group:
-                        pipe.execute_command(*_evalsha(c))
+                    for c in group:  # the retry after NOSCRIPT sends the scripts' text
+                        pipe.execute_command(*(_evalsha(c) if attempt == 0 else _eval(c)))
                     pipe.execute_command(*durable.wait_command)
                     res = list(await pipe.execute(raise_on_error=False))
                 if attempt == 0 and any(isinstance(r, NoScriptError) for r in res):
-                    for sc in {c.script for c in group}:
-                        await rc.script_load(sc.text)
                     continue
                 break
             for r in res[:-1]:
@@ -474,19 +483,18 @@ class AsyncRunner:
         raws = await self._pipeline(calls)
         missing = [i for i, r in enumerate(raws) if isinstance(r, NoScriptError)]
         if missing:
-            for s in {calls[i].script for i in missing}:
-                await self.redis.script_load(s.text)
-            again = await self._pipeline([calls[i] for i in missing])
+            again = await self._pipeline([calls[i] for i in missing], text=True)
             for i, r in zip(missing, again, strict=True):
                 raws[i] = r
         return _parse_all(calls, raws)
 
-    async def _pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+    async def _pipeline(self, calls: Sequence[Call[Any]], *, text: bool = False) -> list[Any]:
+        """See SyncRunner._pipeline."""
         if self._pool is not None:
-            return await self.send([pack(c) for c in calls])
+            return await self.send([as_eval(pack(c), c.script) if text else pack(c) for c in calls])
         pipe = self.redis.pipeline(transaction=False)
         for c in calls:
-            queue_call(pipe, c)
+            (queue_eval if text else queue_call)(pipe, c)
         return list(await pipe.execute(raise_on_error=False))
 
 

@@ -14,7 +14,7 @@ set, INFO a dict), so callers need no redis-py method of their own.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -22,7 +22,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from asynqpy.connection import is_cluster
 from asynqpy.rdb.failures import reaching, translate, url_of
-from asynqpy.rdb.scripts import Call, KeyOrArg, Script, SyncRunner, queue_call
+from asynqpy.rdb.scripts import Call, KeyOrArg, Script, SyncRunner, queue_call, queue_eval
 
 T = TypeVar("T")
 
@@ -85,18 +85,17 @@ class SyncDoor:
         with reaching(self.url):
             out = self._send(batch)
             if any(isinstance(x, NoScriptError) for x in out):
-                self._load(batch.scripts())
-                out = self._send(batch)
+                out = self._send(batch, text=True)  # EVAL of the scripts' text: it cannot answer NOSCRIPT
         for x in out:
             if isinstance(x, Exception):
                 raise translate(x, self.url) from x
         return out
 
-    def _send(self, batch: Batch) -> list[Any]:
+    def _send(self, batch: Batch, *, text: bool = False) -> list[Any]:
         pipe: Any = self.client.pipeline(transaction=False)  # redis-py leaves execute_command untyped
         for item in batch.items:
             if isinstance(item, Call):
-                queue_call(pipe, item)
+                (queue_eval if text else queue_call)(pipe, item)
             else:
                 pipe.execute_command(*item[0], **item[1])
         return list(pipe.execute(raise_on_error=False))
@@ -135,7 +134,4 @@ class SyncDoor:
     def close(self) -> None:
         self.client.close()
 
-    def _load(self, scripts: Iterable[Script]) -> None:
-        for s in scripts:  # one by one: a cluster client loads each on every primary
-            self.client.script_load(s.text)
 
