@@ -13,10 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import redis
-
 from asynqpy.errors import InvalidArgumentError, QueueFullError
-from asynqpy.rdb import keys
 
 T = TypeVar("T")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -41,34 +38,6 @@ class QueueLimit:
     max_size: int | None = None
     max_latency: float | None = None
     refused: int = 0  # enqueues refused so far (all producers of ours)
-
-
-def set_queue_limit(r: redis.Redis, queue: str, *, max_size: int | None = None,
-                    max_latency: float | None = None) -> None:
-    if max_size is None and max_latency is None:
-        raise InvalidArgumentError("give max_size and/or max_latency (or clear the limit)")
-    if (max_size is not None and max_size < 1) or (max_latency is not None and max_latency <= 0):
-        raise InvalidArgumentError("max_size must be at least 1 and max_latency above 0")
-    fields: dict[str, str] = {}
-    if max_size is not None:
-        fields["max_size"] = str(max_size)
-    if max_latency is not None:
-        fields["max_latency"] = repr(max_latency)
-    pipe = r.pipeline(transaction=True)  # one key: a MULTI is fine in a cluster too
-    pipe.delete(keys.queue_limit(queue))
-    pipe.hset(keys.queue_limit(queue), mapping=fields)  # type: ignore[arg-type]
-    pipe.execute()
-
-
-def clear_queue_limit(r: redis.Redis, queue: str) -> bool:
-    return bool(r.delete(keys.queue_limit(queue)))
-
-
-def queue_limit(r: redis.Redis, queue: str) -> QueueLimit:
-    size, latency = r.hmget(keys.queue_limit(queue), ["max_size", "max_latency"])
-    refused = r.get(keys.queue_refused(queue))
-    return QueueLimit(queue, int(size) if size is not None else None,
-                      float(latency) if latency is not None else None, int(refused or 0))
 
 
 def blocking(attempt: Callable[[], T], block: float) -> T:

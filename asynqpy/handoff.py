@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 from redis.crc import key_slot
 
 from asynqpy.connection import aconnect, is_cluster
-from asynqpy.rdb import broker, keys
+from asynqpy.rdb import broker, handoff_io, keys
 from asynqpy.rdb.failures import TroubleLog
+from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class HandoffListener:
         self.processor = processor
         # BLPOP holds its connection while it blocks: a client of its own keeps the shared pool free.
         self.conn = aconnect(rt.redis_url)
+        self.runner = AsyncRunner(self.conn)  # its registrations (scripts) use that client's pool too
         queues = list(rt.config.queues)
         if is_cluster(self.conn):
             by_slot: dict[int, list[str]] = {}
@@ -107,6 +109,7 @@ class _Lane:
         self.rt = owner.rt
         self.processor = owner.processor
         self.conn = owner.conn
+        self.runner = owner.runner
         self.queues = queues
         self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
         self._registered_until = 0.0
@@ -141,19 +144,19 @@ class _Lane:
         now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
         if self._registered_until - now < REGISTRATION_TTL / 2:
             await self._register(now + REGISTRATION_TTL)
-        item = await self.conn.blpop(list(self.boxes), timeout=BLOCK)
+        item = await handoff_io.pop_handed(self.conn, list(self.boxes), BLOCK)
         if item is None:
             return
-        box, value = item  # bytes: the client does not decode responses
+        box, value = item
         self._registered_until = 0.0  # the script consumed our registration for that queue
-        q = self.boxes[box.decode()]  # type: ignore[union-attr]
-        tid, data = broker.parse_handoff(bytes(value))  # type: ignore[arg-type]
+        q = self.boxes[box.decode()]
+        tid, data = broker.parse_handoff(value)
         if not await self.processor.room_after_fetch():
             # The fetch or another lane filled the last slot meanwhile: back to the front of its queue.
             try:
                 await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
             except Exception:
-                await self.conn.lpush(box, value)  # back in its list, where the next drain finds it
+                await handoff_io.push_back(self.conn, box.decode(), value)  # where the next drain finds it
                 self._live_until = self._live_until or time.time()
                 raise
             return
@@ -162,22 +165,18 @@ class _Lane:
 
     async def _register(self, until: float) -> None:
         prune = until - self._pruned_at > PRUNE_EVERY
-        pipe = self.conn.pipeline(transaction=False)
-        for q in self.queues:
-            pipe.zadd(keys.waiters(q), {self.rt.server_id: broker.exact(until)})
-            if prune:  # long-dead ones
-                pipe.zremrangebyscore(keys.waiters(q), "-inf", broker.not_after(until - 60))
+        calls = [handoff_io.register_waiter(q, self.rt.server_id, until=until,
+                                            prune_before=until - 60 if prune else None)  # long-dead ones
+                 for q in self.queues]
         self._live_until = max(self._live_until, until)  # counts from sending: the ZADD may apply unanswered
-        await pipe.execute()
+        _raise_first(await self.runner.run_many(calls))
         if prune:
             self._pruned_at = until
         self._registered_until = until
 
     async def unregister(self) -> None:
-        pipe = self.conn.pipeline(transaction=False)
-        for q in self.queues:
-            pipe.zrem(keys.waiters(q), self.rt.server_id)
-        await pipe.execute()
+        _raise_first(await self.runner.run_many([handoff_io.unregister_waiter(q, self.rt.server_id)
+                                                  for q in self.queues]))
         self._registered_until = 0.0
         self._live_until = min(self._live_until, time.time()) if self._live_until else 0.0
 
@@ -186,3 +185,10 @@ class _Lane:
         for q in self.queues:
             while await self.rt.runner.run(broker.requeue_handoff(q, self.rt.server_id, now=time.time())) is not None:
                 pass
+
+
+def _raise_first(results: list[object]) -> None:
+    """run_many's per-call results: the first error among them is raised (the lane's loop judges it)."""
+    for res in results:
+        if isinstance(res, Exception):
+            raise res

@@ -19,11 +19,11 @@ from asynqpy.errors import InvalidArgumentError
 from asynqpy.forwarder import Forwarder
 from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
-from asynqpy.limits import apply_defaults
 from asynqpy.loop import Loop
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
 from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient, reaching
+from asynqpy.rdb.flow import apply_defaults
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber

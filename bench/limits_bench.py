@@ -20,8 +20,8 @@ import redis
 
 from asynqpy import Client, Limit, ReceivedTask, ServeMux, Task
 from asynqpy.embedded import EmbeddedServer
-from asynqpy.limits import set_limit
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.flow import set_limit
 from asynqpy.rdb.scripts import SyncRunner
 
 mux = ServeMux()

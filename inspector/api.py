@@ -8,15 +8,13 @@ from typing import Self
 
 import redis
 
-from asynqpy import backpressure
-from asynqpy import limits as flow
 from asynqpy.backpressure import QueueLimit
 from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.limits import Limit, Usage
 from asynqpy.options import check_int
-from asynqpy.rdb import keys
+from asynqpy.rdb import flow, keys
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
@@ -133,12 +131,12 @@ class Inspector:
         (QueueFullError). Replaces the queue's previous limit. Go producers do not read it."""
         check_queue_name(queue)
         with reaching(self.url):
-            backpressure.set_queue_limit(self.door.client, queue, max_size=max_size, max_latency=max_latency)
+            flow.set_queue_limit(self.door.client, queue, max_size=max_size, max_latency=max_latency)
 
     def queue_limit(self, queue: str) -> QueueLimit:
         check_queue_name(queue)
         with reaching(self.url):
-            return backpressure.queue_limit(self.door.client, queue)
+            return flow.queue_limit(self.door.client, queue)
 
     def enqueue_refusals(self, queues: Sequence[str]) -> dict[str, int]:
         """Enqueues refused so far by each queue's backpressure limit, in one round trip."""
@@ -153,7 +151,7 @@ class Inspector:
     def clear_queue_limit(self, queue: str) -> bool:
         check_queue_name(queue)
         with reaching(self.url):
-            return backpressure.clear_queue_limit(self.door.client, queue)
+            return flow.clear_queue_limit(self.door.client, queue)
 
     # -- queues -------------------------------------------------------------------------------------------
 

@@ -10,9 +10,10 @@ import pytest
 import redis
 
 from asynqpy import AsyncClient, Client, QueueFullError, Task
-from asynqpy.backpressure import clear_queue_limit, parse_duration, queue_limit, set_queue_limit
+from asynqpy.backpressure import parse_duration
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.flow import clear_queue_limit, queue_limit, set_queue_limit
 from asynqpy.rdb.scripts import SyncRunner
 
 pytestmark = pytest.mark.cluster_too
@@ -94,7 +95,7 @@ def test_limit_arguments() -> None:
 
 def test_tasks_waiting_on_a_limit_count_toward_the_size(redis_url: str, r: redis.Redis) -> None:
     from asynqpy import Limit
-    from asynqpy.limits import remove_limit, set_limit
+    from asynqpy.rdb.flow import remove_limit, set_limit
     c = Client(redis_url)
     set_limit(r, Limit("email:*", concurrency=1), queues=["billing"])
     for _ in range(3):

@@ -11,8 +11,9 @@ import redis
 
 from asynqpy import Client, Limit, Task
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.limits import limits, lua_pattern, parse_rate, remove_limit, set_limit, usage
+from asynqpy.limits import lua_pattern, parse_rate
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.flow import limits, remove_limit, set_limit, usage
 from asynqpy.rdb.scripts import SyncRunner
 
 pytestmark = pytest.mark.cluster_too

@@ -10,8 +10,8 @@ import time
 import redis
 
 from asynqpy import Client, Limit, Task
-from asynqpy.limits import set_limit
 from asynqpy.rdb import keys
+from asynqpy.rdb.flow import set_limit
 from tests.core.apps import BEGUN, PEAKS, RUNNING
 from tests.core.test_processes import start_worker, stop
 from tests.helpers import wait_for

@@ -25,9 +25,9 @@ import redis
 import yaml
 
 from asynqpy import Client, QueueFullError, Task
-from asynqpy.backpressure import set_queue_limit
 from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.rdb import keys
+from asynqpy.rdb.flow import set_queue_limit
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
