@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import InvalidArgumentError, TaskIDConflictError
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, check_task_type, new_task_ids
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.packer import EnqueuePacker, ManyPacker, MessageTemplate
@@ -87,6 +87,9 @@ class SameOptions:
         self.template = MessageTemplate(self.base)
         self.packers = (EnqueuePacker(self.base, now, wake=False), EnqueuePacker(self.base, now, wake=True))
         self.infos = Infos(self.base, now)
+        # Ids this client drew itself: a conflict on one of them can only be our own command, re-sent after its
+        # reply was lost (the runners send once more after a broken connection): it was enqueued.
+        self._drawn: set[str] = set()
         base = self.base
         plain = not base.unique_ttl and not base.group and base.process_at <= now
         # Plain tasks go RUN at a time through the enqueue_many script (one command per run).
@@ -112,9 +115,15 @@ class SameOptions:
     def item(self, task: Task, new_id: str, task_id: str | None = None) -> Item:
         """The task prepared, with its id: task_id, else the options' task_id, else new_id."""
         tid = task_id or self.task_id or new_id
+        if tid == new_id:
+            self._drawn.add(tid)
         payload = None if task.nil_payload else task.payload
         ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
         return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
+
+    def drew(self, task_id: str) -> bool:
+        """Whether this id was drawn here (not given by the caller)."""
+        return task_id in self._drawn
 
     def call(self, item: Item, *, wake: bool) -> Call[None]:
         return broker.enqueue_call(item[2], item[1], item[3], self.base, now=self.now, wake=wake)
@@ -122,6 +131,8 @@ class SameOptions:
     def outcome(self, item: Item, raw: Any) -> TaskInfo | Exception:
         """The TaskInfo, or the error (DuplicateTaskError, ...) that the raw reply of item's command stands for."""
         err = self.packers[0].check_reply(raw, item[1])
+        if isinstance(err, TaskIDConflictError) and self.drew(item[1]):
+            err = None  # our own re-sent command: the first one enqueued it
         return err if err is not None else self.infos.make(item[0], item[1])
 
 
@@ -161,6 +172,8 @@ class Batch:
 
     def record_parsed(self, part: list[Item], results: Sequence[object]) -> None:
         for item, res in zip(part, results, strict=True):
+            if isinstance(res, TaskIDConflictError) and self.same.drew(item[1]):
+                res = None  # our own re-sent command (see SameOptions.outcome)
             self.out.append(res if isinstance(res, Exception) else self.same.infos.make(item[0], item[1]))
 
 

@@ -15,7 +15,7 @@ from asynqpy.backpressure import ablocking, blocking
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, NotDurableError, mask_url
+from asynqpy.errors import InvalidArgumentError, NotDurableError, TaskIDConflictError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, state
 from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
@@ -127,6 +127,10 @@ class Client:
                 self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except (RedisError, OSError) as exc:
             raise translate(exc, self.url) from exc
+        except TaskIDConflictError:
+            if options.task_id is not None:
+                raise
+            # An id we drew: only our own command, re-sent after its reply was lost, can hold it. Enqueued.
         return _info(task, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
@@ -227,6 +231,10 @@ class AsyncClient:
                 await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
         except (RedisError, OSError) as exc:
             raise translate(exc, self.url) from exc
+        except TaskIDConflictError:
+            if merged.task_id is not None:
+                raise
+            # An id we drew: only our own command, re-sent after its reply was lost, can hold it. Enqueued.
         return _info(task, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
