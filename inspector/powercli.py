@@ -7,6 +7,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from inspector import bounds
 from inspector.api import Inspector
 from inspector.display import preview, span
 from inspector.textout import cell, table, when
@@ -56,7 +57,8 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
         e = _masked(args, "entry", st.entry)
         state = "paused" if st.paused else "running" if st.ours else "go (read-only)"
         last = f"{st.last_task_id} {st.last_state}".strip() or "-"
-        rows.append([e.id, st.when, e.task_type, cell(preview(e.task_payload, task_type=e.task_type).text)[:30], state,
+        payload = bounds.clip(cell(preview(e.task_payload, task_type=e.task_type).text), bounds.NAME)
+        rows.append([e.id, st.when, bounds.name(e.task_type), payload, state,
                      when(e.next_enqueue_at, now) if not st.paused else "-", last])
     text = table(["ID", "SCHEDULE", "TYPE", "PAYLOAD", "STATE", "NEXT", "LAST TASK"], rows)
     if any(not st.ours for st in found):
