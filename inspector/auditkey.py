@@ -59,8 +59,19 @@ def load_key(directory: Path, *, create: bool) -> bytes:
     if not create:
         raise AuditKeyMissingError(f"no audit key: set {ENV_KEY}, or point {ENV_DIR} (--audit-dir) at the directory "
                                    f"holding {KEY_FILE} (the dashboard's, beside its users file)")
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".asynqpy-audit-key-", dir=directory)
+    key = create_key_file(path)
+    if not key:
+        raise OSError(f"the audit key file {path} is empty: restore it from a backup (a new key cannot check the "
+                      f"records made with the old one) or set {ENV_KEY}")
+    return key.encode()
+
+
+def create_key_file(path: Path) -> str:
+    """A random key written to path (mode 0600) unless a file is there already; the key the file holds then.
+    Concurrent writers agree: the first to link its file in place wins and the others read it. Raises OSError
+    when the file cannot be made or read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".asynqpy-key-", dir=path.parent)
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, (secrets.token_urlsafe(48) + "\n").encode())
@@ -71,11 +82,7 @@ def load_key(directory: Path, *, create: bool) -> bytes:
             pass
     finally:
         os.unlink(tmp)
-    key = path.read_text().strip()
-    if not key:
-        raise OSError(f"the audit key file {path} is empty: restore it from a backup (a new key cannot check the "
-                      f"records made with the old one) or set {ENV_KEY}")
-    return key.encode()
+    return path.read_text().strip()
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import secrets
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -47,6 +45,7 @@ from flask import Flask, Response, current_app, g, request
 from flask.sessions import SecureCookieSessionInterface
 
 from inspector.audit import AuditLog
+from inspector.auditkey import create_key_file
 from inspector.throttle import LoginThrottle
 from inspector.webstate import SessionStore
 from webui.users import ENV_USERS, ROLES, UsersFile, default_users_path
@@ -223,19 +222,7 @@ def load_secret(path: Path) -> str:
             return key
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".asynqpy-key-", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (secrets.token_urlsafe(48) + "\n").encode())
-        os.close(fd)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-    finally:
-        os.unlink(tmp)
-    key = path.read_text().strip()
+    key = create_key_file(path)
     if not key:
         raise OSError(f"the key file {path} is empty: delete it (a new one is made) or set ASYNQPY_WEB_SECRET")
     return key
