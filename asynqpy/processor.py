@@ -13,10 +13,10 @@ from typing import Any
 from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
-from asynqpy.fetch import Dequeued, dequeue_for
+from asynqpy.fetch import Dequeued, Riders, dequeue_for
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
-from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
+from asynqpy.outcome import Outcome, call_hooks, task_outcome
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient
 from asynqpy.rdb.scripts import Call
@@ -73,7 +73,8 @@ class Processor:
         self._stopping = asyncio.Event()
         self.trouble = TroubleLog("processor")  # the fetch loop's
         self.write_trouble = TroubleLog("processor")  # writes of task outcomes
-        self._slot = asyncio.Event()
+        self._slot = asyncio.Event()  # the fetch loop's
+        self._slot_waiters: set[asyncio.Future[None]] = set()  # wait_for_slot()'s
         self._wake = asyncio.Event()
         self._fetching = True
         self._paused = False
@@ -123,11 +124,21 @@ class Processor:
 
     async def wait_for_slot(self, timeout: float) -> None:
         """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""
-        self._slot.clear()
+        # A future and a timer, not wait_for(): a hand-off lane asks this at each freed slot of a busy drain.
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._slot_waiters.add(fut)
+        timer = loop.call_later(timeout, _settle, fut)
         try:
-            await asyncio.wait_for(self._slot.wait(), timeout)
-        except TimeoutError:
-            pass
+            await fut
+        finally:
+            timer.cancel()
+            self._slot_waiters.discard(fut)
+
+    def _slot_freed(self) -> None:
+        self._slot.set()
+        for fut in self._slot_waiters:
+            _settle(fut)
 
     def start_task(self, q: str, tid: str, data: bytes, *, wait: float | None = 0.0) -> None:
         """Run a task this server already holds (dequeued, or handed over by an enqueue script: those never
@@ -182,8 +193,20 @@ class Processor:
             pass
 
     async def _dequeue(self, free: int) -> list[Dequeued]:
-        return await dequeue_for(self.rt.runner, self.cfg, free, lease_expiry=time.time() + self.cfg.lease_duration,
-                                 trouble=self.trouble)
+        # The acknowledgements due ride in the dequeue's round trip, ahead of it: a busy drain makes one round trip
+        # per batch of tasks, not two. They were sent only after their handlers returned (at-least-once).
+        acks = self.acker.take_for_fetch()
+        riders = Riders(acks.calls) if acks is not None else None
+        try:
+            return await dequeue_for(self.rt.runner, self.cfg, free,
+                                     lease_expiry=time.time() + self.cfg.lease_duration, trouble=self.trouble,
+                                     riders=riders)
+        finally:
+            if acks is not None and riders is not None:
+                if riders.results is None:
+                    self.acker.put_back(acks)
+                else:
+                    self.acker.settle(acks, riders.results)
 
     # running
 
@@ -212,7 +235,7 @@ class Processor:
         return await self.threads.run(lambda t: ctx.run(fn, t), task)
 
     def _stuck_changed(self) -> None:
-        self._slot.set()  # the fetch loop looks again: past max_stuck_threads it stops, below it goes on
+        self._slot_freed()  # the fetch loop looks again: past max_stuck_threads it stops, below it goes on
         if self.too_many_stuck:
             log.error("processor: %d handler threads are stuck (max_stuck_threads %d): taking no new tasks, and "
                       "reporting not ready so that this worker is replaced", self.stuck, self.cfg.max_stuck_threads)
@@ -220,19 +243,18 @@ class Processor:
     async def _execute(self, at: ActiveTask) -> None:
         outcome: BaseException | None = None
         loop = asyncio.get_running_loop()
-        timeout = asyncio.timeout_at(loop.time() + max(0.0, at.deadline - time.time()))
+        # The deadline is a plain timer that cancels the task (asyncio.timeout costs twice as much per task).
+        timer = loop.call_at(loop.time() + max(0.0, at.deadline - time.time()), self._deadline_passed, at)
         try:
-            async with timeout:
-                await self.handler(at.received)
+            await self.handler(at.received)
         except asyncio.CancelledError:
-            outcome = _StopRequested(at.stop_reason)
-        except TimeoutError as exc:
-            outcome = _DeadlineExceeded() if timeout.expired() else exc
+            outcome = _DeadlineExceeded() if at.stop_reason == "deadline" else _StopRequested(at.stop_reason)
         except BaseException as exc:
             outcome = exc
         finally:
+            timer.cancel()
             self.running -= 1
-            self._slot.set()
+            self._slot_freed()
         if outcome is not None:
             at.received.cancel()
         try:
@@ -245,12 +267,19 @@ class Processor:
             if self.running == 0:
                 self._idle.set()
 
+    @staticmethod
+    def _deadline_passed(at: ActiveTask) -> None:
+        """The task's deadline timer: cancel its handler, unless it was already cancelled for another reason."""
+        if at.handle is not None and not at.handle.done() and not at.stop_reason:
+            at.stop_reason = "deadline"
+            at.handle.cancel()
+
     def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
         hooks = self.hooks
         if hooks:
             ended = at.ended or time.time()
-            call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
-                                          max(0.0, ended - at.started), at.wait, error))
+            call_hooks(hooks, task_outcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
+                                           max(0.0, ended - at.started), at.wait, error))
 
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg
@@ -338,7 +367,7 @@ class Processor:
         self._fetching = False
         self._stopping.set()
         self._wake.set()
-        self._slot.set()
+        self._slot_freed()
         if self._fetch_task is not None:
             await asyncio.gather(self._fetch_task, return_exceptions=True)
         try:
@@ -362,6 +391,11 @@ class Processor:
         # Handler threads still running are daemons: once their tasks are requeued the process may exit without
         # them (it must not finish a task that another worker now runs).
         self.threads.close()
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class _StopRequested(Exception):
