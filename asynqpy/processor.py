@@ -79,6 +79,8 @@ class Processor:
         self._fetching = True
         self._paused = False
         self._fetch_task: asyncio.Task[None] | None = None
+        self._lane_task: asyncio.Task[None] | None = None
+        self._busy = asyncio.Event()  # the queues have a backlog: the second fetch lane runs
         self._idle = asyncio.Event()
         self._idle.set()
         self._writes: set[asyncio.Task[None]] = set()
@@ -86,12 +88,14 @@ class Processor:
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
+        self._lane_task = asyncio.create_task(self._fetch_loop(1), name="asynqpy-processor-lane")
         self.handoff.start()
 
     @property
     def alive(self) -> bool:
         """False once the fetch loop ended while the server still meant to fetch (a bug killed it)."""
-        return self._fetch_task is None or not self._fetch_task.done() or not self._fetching
+        tasks = [t for t in (self._fetch_task, self._lane_task) if t is not None]
+        return not self._fetching or not any(t.done() for t in tasks)
 
     @property
     def degraded(self) -> Degraded | None:
@@ -154,28 +158,48 @@ class Processor:
 
     # fetching
 
-    async def _fetch_loop(self) -> None:
+    async def _fetch_loop(self, lane: int = 0) -> None:
+        """Lane 0 fetches whenever slots are free (polling an empty queue every idle_poll_interval). Lane 1 runs
+        only while the queues have a backlog (the last dequeue got all it asked for): then each lane takes at most
+        half the slots, so one lane's dequeue is in flight while the tasks the other got run, and the worker does
+        not sit idle for a round trip after each batch (it never holds more tasks than it runs)."""
+        cfg = self.cfg
         while self._fetching:
-            free = self.cfg.concurrency - self.running
+            if lane and not self._busy.is_set():
+                await self._wait(self._busy, None)
+                continue
+            free = cfg.concurrency - self.running - self._reserved
             if free <= 0 or self._paused or self.too_many_stuck:
                 self._slot.clear()
-                await self._wait(self._slot, None if free <= 0 else self.cfg.idle_poll_interval)
+                await self._wait(self._slot, None if free <= 0 else cfg.idle_poll_interval)
                 continue
-            self._wake.clear()
-            self._reserved, got = free, []
+            if self._busy.is_set():
+                free = min(free, (cfg.concurrency + 1) // 2)
+            if not lane:
+                self._wake.clear()
+            got: list[Dequeued] = []
+            self._reserved += free
             self._fetched.clear()
             try:
                 got = await self._dequeue(free)
             except Exception as exc:  # transient trouble or a bug: either way fetching goes on, after a back-off
+                self._busy.clear()
                 self.trouble.note(exc, "fetch")
                 await self._wait(self._stopping, self.trouble.delay())
                 continue
             finally:
-                self._reserved = 0
-                self._fetched.set()
+                self._reserved -= free
+                if not self._reserved:
+                    self._fetched.set()
+                self._slot.set()  # the other lane may wait for the slots this one had reserved
             self.trouble.ok()
+            if len(got) >= free and cfg.concurrency > 1:
+                self._busy.set()
+            else:
+                self._busy.clear()
             if not got:
-                await self._wait(self._wake, self.cfg.idle_poll_interval)
+                if not lane:
+                    await self._wait(self._wake, cfg.idle_poll_interval)
                 continue
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since in got:
@@ -368,8 +392,9 @@ class Processor:
         self._stopping.set()
         self._wake.set()
         self._slot_freed()
-        if self._fetch_task is not None:
-            await asyncio.gather(self._fetch_task, return_exceptions=True)
+        self._busy.set()  # the second lane waits for it
+        await asyncio.gather(*(t for t in (self._fetch_task, self._lane_task) if t is not None),
+                             return_exceptions=True)
         try:
             await self.handoff.stop()
         except Exception as exc:

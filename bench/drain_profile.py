@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)
 
-from asynqpy import Client, ReceivedTask, Server, ServeMux, Task  # noqa: E402
+from asynqpy import Client, ReceivedTask, ServeMux, Server, Task  # noqa: E402
 
 # (bucket, substrings of the defining file or function name), first match wins
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
