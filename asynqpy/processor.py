@@ -34,6 +34,9 @@ DEFAULT_DEADLINE = 1800.0  # asynq: a task with neither timeout nor deadline get
 ERR_DEADLINE = "context deadline exceeded"
 ERR_CANCELED = "context canceled"
 ERR_LEASE = "asynq: task lease expired"
+# Fetch loops while the queues have a backlog: with 2, one dequeue is in flight while the batch the other got runs
+# (bench/drain_profile.py --lanes 1 measures without).
+FETCH_LANES = 2
 
 
 
@@ -88,7 +91,8 @@ class Processor:
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
-        self._lane_task = asyncio.create_task(self._fetch_loop(1), name="asynqpy-processor-lane")
+        if FETCH_LANES > 1:
+            self._lane_task = asyncio.create_task(self._fetch_loop(1), name="asynqpy-processor-lane")
         self.handoff.start()
 
     @property

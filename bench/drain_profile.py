@@ -37,8 +37,9 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
                                                  "asynqpy/failurelog.py", "dataclasses.py", "bisect")),
     ("processor (start, execute, finish)", ("asynqpy/processor.py", "asynqpy/runtime.py", "asynqpy/fetch.py",
                                             "asynqpy/handoff.py")),
-    ("scripts: packing, sending, reply parsing", ("asynqpy/rdb/", "redis/", "hiredis", "socket", "selector",
-                                                  "<method 'send", "<method 'recv", "transports")),
+    ("socket writes (the send system call)", ("streams.py:writelines", "<method 'send", "transports")),
+    ("scripts: packing, pool, reply parsing", ("asynqpy/rdb/", "redis/", "hiredis", "socket", "selector",
+                                               "<method 'recv")),
     ("asyncio scheduling (tasks, events, timeouts)", ("asyncio/", "uvloop", "<method 'run_until_complete",
                                                       "contextvars", "timeouts.py", "<built-in method _asyncio")),
 ]
@@ -129,7 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-profile", action="store_true", help="only the rate and the CPU per task")
     ap.add_argument("--rounds", type=int, default=1, help="drains in a row (each figure printed)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--lanes", type=int, choices=(1, 2), default=None,
+                    help="fetch lanes of the processor (default: asynqpy.processor.FETCH_LANES)")
     args = ap.parse_args(argv)
+    if args.lanes is not None:
+        from asynqpy import processor
+        processor.FETCH_LANES = args.lanes
     server = None
     url = args.redis_url
     if url is None:
