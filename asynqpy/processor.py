@@ -215,6 +215,9 @@ class Processor:
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
             return
+        if timeout is None:  # (a busy drain waits so at every batch: wait_for's task and timer cost more)
+            await ev.wait()
+            return
         try:
             await asyncio.wait_for(ev.wait(), timeout)
         except TimeoutError:
