@@ -88,12 +88,20 @@ def enqueue_reply(queue: str, task_id: str) -> Callable[[Any], None]:
     return parse
 
 
-def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True) -> Call[None]:
+def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True,
+            admitted: bool = False) -> Call[None]:
     """The Call that stores a new task in pending, scheduled or its group, as asynq routes it.
 
-    The reply parser raises DuplicateTaskError (unique lock held) or TaskIDConflictError (id exists).
+    The reply parser raises QueueFullError (past the queue's backpressure limit), DuplicateTaskError (unique
+    lock held) or TaskIDConflictError (id exists). admitted: a plain task that is not checked against the
+    backpressure limit (the aggregator's task, made of a group's tasks that were counted when added).
     """
-    return enqueue_call(msg.SerializeToString(), msg.id, msg.unique_key, opts, now=now, wake=wake)
+    call = enqueue_call(msg.SerializeToString(), msg.id, msg.unique_key, opts, now=now, wake=wake)
+    if admitted:
+        if call.script.name != "enqueue":
+            raise ValueError(f"admitted applies to a plain enqueue, not {call.script.name}")
+        call = Call(call.script, call.keys, [*call.args, "1"], call.parse)
+    return call
 
 
 @lru_cache(maxsize=256)

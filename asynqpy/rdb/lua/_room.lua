@@ -1,6 +1,7 @@
 -- _room.lua: a fragment (pasted at "-- #include _room.lua"): producer backpressure. A queue may have a size limit
--- and/or an oldest-task age limit in asynqpy:{q}:qlimit (max_size: tasks pending (waiting on a limit too) + scheduled + retry + active;
--- max_latency: seconds the oldest pending task has waited), written by asynqpy/backpressure.py. An enqueue past
+-- and/or an oldest-task age limit in asynqpy:{q}:qlimit (max_size: tasks pending (waiting on a limit too) + scheduled +
+-- retry + active + aggregating (in a group, as asynq counts them in a queue's size: they will run, as one task of
+-- each aggregation); max_latency: seconds the oldest pending task has waited), written by asynqpy/backpressure.py. An enqueue past
 -- either is refused atomically: the script returns "full:<size|latency>:<limit>:<current>" and writes nothing.
 -- Each refusal is counted in asynqpy:{q}:refused (for metrics and alerts). base: "asynq:{q}:"; adding: tasks
 -- this call adds that are not in those lists yet (0: enqueue_many checks before each task, after the last LPUSH).
@@ -12,6 +13,9 @@ local function refusal(base, now_ms, adding)
     local size = redis.call("LLEN", base .. "pending") + redis.call("ZCARD", base .. "scheduled") +
                  redis.call("ZCARD", base .. "retry") + redis.call("LLEN", base .. "active") + adding +
                  (tonumber(redis.call("GET", mine .. "lwaitn")) or 0)  -- and those waiting on a limit
+    for _, g in ipairs(redis.call("SMEMBERS", base .. "groups")) do  -- one ZCARD per group (asynq's Aggregating)
+      size = size + redis.call("ZCARD", base .. "g:" .. g)
+    end
     if size >= max_size then
       redis.call("INCR", mine .. "refused")
       return "full:size:" .. max_size .. ":" .. size
