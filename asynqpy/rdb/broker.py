@@ -349,10 +349,12 @@ def claim_tick(call: Call[object], q: str, entry_id: str, *, tick: int, claim_tt
     The claim and the enqueue are one script. Reply: "enqueued" when this call enqueued the task, "taken" when
     the tick was taken already (or, with catch_up, the entry never ran before), "early" when the tick is still
     ahead by Redis's clock (nothing written: try again), "paused" when an operator paused the entry (nothing
-written: the tick is skipped); the enqueue's own errors (DuplicateTaskError,
+written: the tick is skipped); the enqueue's own errors (QueueFullError, DuplicateTaskError,
     TaskIDConflictError) raise, and the tick stays claimed.
     """
     def parse(raw: Any) -> str:
+        if isinstance(raw, bytes | str) and raw[:5] in (b"full:", "full:"):
+            call.parse(raw)  # raises QueueFullError (the queue's backpressure limit, lua/_room.lua)
         code = int(raw)
         if code == TICK_EARLY:
             return "early"
