@@ -185,6 +185,19 @@ def dequeue_timed(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple
                 [due(lease_expiry), keys.task_prefix(q), count, "1"], _triples)
 
 
+def _quads(raw: Sequence[bytes]) -> list[tuple[str, bytes, float | None, str | None]]:
+    return [(raw[i].decode(), raw[i + 1], int(raw[i + 2]) / 1e9 if raw[i + 2] else None,
+             raw[i + 3].decode() if raw[i + 3] else None) for i in range(0, len(raw), 4)]
+
+
+def dequeue_waited(q: str, *, lease_expiry: float,
+                   count: int) -> Call[list[tuple[str, bytes, float | None, str | None]]]:
+    """dequeue_timed, with the limit each task waited on (see lua/_limits.lua). Reply: [(id, msg bytes,
+    pending_since Unix s or None, the limit's name or None when it did not wait)]."""
+    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
+                [due(lease_expiry), keys.task_prefix(q), count, "2"], _quads)
+
+
 def _ids(raw: Sequence[bytes]) -> list[str]:
     return [r.decode() for r in raw]
 
