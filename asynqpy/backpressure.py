@@ -31,8 +31,9 @@ def parse_duration(text: str) -> float:
 
 @dataclass(frozen=True)
 class QueueLimit:
-    """max_size: tasks pending + scheduled + retry + active; max_latency: seconds the oldest pending task may
-    have waited. None: no such limit."""
+    """max_size: tasks pending (waiting on a flow-control limit too) + scheduled + retry + active + aggregating
+    (in a group: asynq counts them in a queue's size; the aggregator's one task made of them is not refused);
+    max_latency: seconds the oldest pending task may have waited. None: no such limit."""
 
     queue: str
     max_size: int | None = None
