@@ -183,3 +183,21 @@ def test_cli_task_enqueue_exits_1_with_one_line_when_full(redis_url: str, r: red
     assert waited.returncode == 0 and '"state": "pending"' in waited.stdout
     bad = run("task", "enqueue", "t", "--block", "soon", "--redis-url", redis_url)
     assert bad.returncode == 2 and "duration" in bad.stderr
+
+
+def test_the_aggregating_count_is_kept_a_second_then_counted_again(redis_url: str, r: redis.Redis) -> None:
+    """One ZCARD per group is too dear for every enqueue: the count is kept for a second (our group enqueues add
+    to it); a Go producer's grouped task (written without it) counts from the next count."""
+    set_queue_limit(r, Q, max_size=4)
+    c = Client(redis_url)
+    for g in ("a", "b"):
+        c.enqueue(Task("t", b""), queue=Q, group=g)
+    assert r.get(f"asynqpy:{{{Q}}}:aggn") == b"2" and 0 < r.pttl(f"asynqpy:{{{Q}}}:aggn") <= 1000
+    r.hset(f"asynq:{{{Q}}}:t:go1", mapping={"msg": b"", "state": "aggregating", "group": "c"})  # as Go writes it
+    r.zadd(keys.group(Q, "c"), {"go1": int(time.time())})
+    r.sadd(keys.groups(Q), "c")
+    c.enqueue(Task("t", b""), queue=Q)  # 1 pending + 2 kept: room
+    wait_for(lambda: not r.exists(f"asynqpy:{{{Q}}}:aggn"), timeout=3, what="the kept count to expire")
+    with pytest.raises(QueueFullError) as err:  # 1 pending + 3 grouped
+        c.enqueue(Task("t", b""), queue=Q)
+    assert err.value.current == 4

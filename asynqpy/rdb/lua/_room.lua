@@ -5,6 +5,25 @@
 -- either is refused atomically: the script returns "full:<size|latency>:<limit>:<current>" and writes nothing.
 -- Each refusal is counted in asynqpy:{q}:refused (for metrics and alerts). base: "asynq:{q}:"; adding: tasks
 -- this call adds that are not in those lists yet (0: enqueue_many checks before each task, after the last LPUSH).
+-- The aggregating tasks cost one ZCARD per group (asynq's count: a few us per group), so they are counted at most
+-- once a second per queue (once per groups/1000 seconds past 1000 groups, so that counting stays a small share of
+-- the server's time) and the count kept meanwhile in asynqpy:{q}:aggn, which add_to_group.lua increments: tasks
+-- leaving a group (aggregated, deleted) still count until the next count (a refusal errs on the full side), and
+-- a Go producer's grouped tasks count from the next count.
+local function aggregating(base, mine)
+  local n = tonumber(redis.call("GET", mine .. "aggn"))
+  if n then
+    return n
+  end
+  n = 0
+  local groups = redis.call("SMEMBERS", base .. "groups")
+  for _, g in ipairs(groups) do
+    n = n + redis.call("ZCARD", base .. "g:" .. g)
+  end
+  redis.call("SET", mine .. "aggn", n, "PX", math.max(1000, #groups))
+  return n
+end
+
 local function refusal(base, now_ms, adding)
   local mine = "asynqpy:" .. string.sub(base, 7)
   local lim = redis.call("HMGET", mine .. "qlimit", "max_size", "max_latency")
@@ -13,8 +32,8 @@ local function refusal(base, now_ms, adding)
     local size = redis.call("LLEN", base .. "pending") + redis.call("ZCARD", base .. "scheduled") +
                  redis.call("ZCARD", base .. "retry") + redis.call("LLEN", base .. "active") + adding +
                  (tonumber(redis.call("GET", mine .. "lwaitn")) or 0)  -- and those waiting on a limit
-    for _, g in ipairs(redis.call("SMEMBERS", base .. "groups")) do  -- one ZCARD per group (asynq's Aggregating)
-      size = size + redis.call("ZCARD", base .. "g:" .. g)
+    if size < max_size then  -- (full without them: no need to count them)
+      size = size + aggregating(base, mine)
     end
     if size >= max_size then
       redis.call("INCR", mine .. "refused")

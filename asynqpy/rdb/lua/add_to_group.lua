@@ -20,5 +20,9 @@ if redis.call("EXISTS", KEYS[1]) == 1 then
 end
 redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "aggregating", "group", ARGV[4])
 redis.call("ZADD", KEYS[2], ARGV[3], ARGV[2])
+local aggn = "asynqpy:" .. string.sub(KEYS[3], 7, -7) .. "aggn"  -- the size limit's kept count (_room.lua)
+if redis.call("EXISTS", aggn) == 1 then
+  redis.call("INCR", aggn)
+end
 redis.call("SADD", KEYS[3], ARGV[4])
 return 1
