@@ -42,3 +42,21 @@ def test_a_full_queue_refuses_ticks_and_the_scheduler_goes_on(fields: dict[str, 
         assert any("enqueues again" in m for m in caplog.messages)
     finally:
         run.stop()
+
+
+def test_cron_run_now_into_a_full_queue_is_one_line_exit_1(redis_url: str, r: redis.Redis,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from inspector.cli import main
+    run = Running(redis_url)
+    eid = run.s.register("@every 1h", Task("report", b""), queue="cron")
+    run.start()
+    try:
+        wait_for(lambda: r.zcard("asynq:schedulers"), "start")
+        set_queue_limit(r, "cron", max_size=1)
+        r.lpush(keys.pending("cron"), "x")
+        code = main(["cron", "run", eid, "--redis-url", redis_url])
+        _, err = capsys.readouterr()
+        assert code == 1 and "queue 'cron' is full" in err and err.count("\n") == 1
+        assert r.llen(keys.pending("cron")) == 1 and queue_limit(r, "cron").refused == 1
+    finally:
+        run.stop()
