@@ -236,3 +236,17 @@ def test_find_actions_on_hidden_queues_are_counted_with_their_verb(live: str, r:
     assert r.llen("asynq:{hr:pay}:pending") == 1
     got = {x.action for x in refused(r) if x.user == "onlyb" and x.queue == "hr:pay"}
     assert got == {"tasks.delete_matching", "find.find_preview"}
+
+
+def test_read_only_refuses_cron_controls_before_looking_entries_up(redis_url: str, power_users: Path,
+                                                                   r: redis.Redis, entries: dict[str, str]) -> None:
+    app = make_app(redis_url, power_users, ASYNQPY_READ_ONLY=True)
+    with serve(app) as base:
+        onlyb = as_user(base, "onlyb")
+        hidden = post(onlyb, f"/scheduler/{entries['hr:pay']}/pause")
+        unknown = post(onlyb, "/scheduler/nosuchentry/pause")
+        mine = post(onlyb, f"/scheduler/{entries['billing:eu']}/pause")
+        assert hidden.status == unknown.status == mine.status == 403
+        assert error_text(hidden) == error_text(unknown) and "read-only" in error_text(hidden)
+    app.extensions["asynqpy.inspector"].close()
+    assert not r.exists(keys.cron_paused("billing:eu", entries["billing:eu"]))
