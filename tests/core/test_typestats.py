@@ -144,5 +144,10 @@ def test_the_cli_shows_types_and_records_marks(redis_url: str, r: redis.Redis,
     assert main(["stats", "--types", "--window", "72h", "--json", "--redis-url", redis_url]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["window"] == "72h" and data["types"][0]["processed"] == 4
+    assert data["types"][0]["queues"] == ["default"] and data["types"][0]["unqueued"] is False
+    assert main(["stats", "--types", "--queue", "billing:*", "--queue", "hr:*", "--redis-url", redis_url]) == 0
+    assert "no task types recorded" in capsys.readouterr().out  # default's runs are not billing's or hr's
+    assert main(["stats", "--types", "--queue", "def*", "--json", "--redis-url", redis_url]) == 0
+    assert json.loads(capsys.readouterr().out)["types"][0]["processed"] == 4
     assert main(["mark", " ", "--redis-url", redis_url]) == 1
     assert "label" in capsys.readouterr().err

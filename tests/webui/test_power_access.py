@@ -7,6 +7,7 @@ refusals are counted apart from the audit chain, naming the verb and the queue."
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import threading
 import time
@@ -28,6 +29,7 @@ from inspector import Inspector
 from inspector.auditrefused import RefusedLog
 from tests.helpers import wait_for
 from tests.webui.authkit import make_app
+from tests.webui.browserkit import CHROMIUM
 from tests.webui.livekit import Browser, Reply, serve
 from webui.users import UsersFile
 
@@ -250,3 +252,45 @@ def test_read_only_refuses_cron_controls_before_looking_entries_up(redis_url: st
         assert error_text(hidden) == error_text(unknown) and "read-only" in error_text(hidden)
     app.extensions["asynqpy.inspector"].close()
     assert not r.exists(keys.cron_paused("billing:eu", entries["billing:eu"]))
+
+
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+
+def _browser_login(page: Any, base: str, name: str) -> None:
+    page.goto(base + "/login")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(base + "/")
+
+
+@needs_chromium
+def test_browser_billing_operator_sees_billing_figures_and_pauses_its_entry(
+        live: str, browser: Any, r: redis.Redis, recorded: None, entries: dict[str, str]) -> None:
+    from playwright.sync_api import expect
+
+    ctx = browser.new_context(viewport={"width": 1600, "height": 900})
+    page = ctx.new_page()
+    _browser_login(page, live, "onlyb")
+    page.get_by_role("link", name="Types").click()
+    expect(page.locator("#types-table tbody tr")).to_have_count(1)
+    page.get_by_role("link", name="payment:charge").click()
+    expect(page.locator("#type-summary")).to_contain_text("10")
+    expect(page.locator("#type-queues")).to_have_text("Recorded in queue billing:eu.")
+    page.get_by_role("link", name="Scheduler").click()
+    expect(page.locator("table.entries tbody tr")).to_have_count(1)  # hr's and mail's entries are hidden
+    expect(page.locator("table.entries")).to_contain_text("sync:billing:eu")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#messages")).to_contain_text("paused")
+    expect(page.locator(".cron-state")).to_have_text("paused")
+    assert r.exists(keys.cron_paused("billing:eu", entries["billing:eu"]))
+    ctx.close()
+    ctx = browser.new_context(viewport={"width": 1600, "height": 900})
+    page = ctx.new_page()
+    _browser_login(page, live, "bill")  # every entry shown; only billing's with buttons
+    page.get_by_role("link", name="Scheduler").click()
+    expect(page.locator("table.entries tbody tr")).to_have_count(3)
+    expect(page.get_by_role("button", name="Enqueue now")).to_have_count(1)
+    expect(page.locator(".view-only")).to_have_count(2)
+    ctx.close()
