@@ -171,20 +171,30 @@ def type_stats(ctx: Ctx, window: str, types: Sequence[str] | None = None, *,
     raw: list[dict[str, int]] = []
     for i in range(0, len(wanted), READ_CHUNK):
         raw += [_fields(h) for h in ctx.read(_hgetall(wanted[i:i + READ_CHUNK]))]
-    merged: dict[str, list[dict[str, int]]] = {t: [{} for _ in steps] for t in names}
+    per_type: dict[str, list[list[dict[str, int]]]] = {t: [] for t in names}  # each source's hashes per step
     seen_in: dict[str, list[str]] = {t: [] for t in names}
     unqueued: set[str] = set()
     for j, (t, q) in enumerate(sources):
-        hashes = raw[j * len(steps):(j + 1) * len(steps)]
+        per_type[t].append(raw[j * len(steps):(j + 1) * len(steps)])
         if q is None:
             unqueued.add(t)
         else:
             seen_in[t].append(q)
-        for acc, h in zip(merged[t], hashes, strict=True):
+    out = [_summary(t, window, step, steps, _merge(per_type[t], len(steps)), seen_in[t], t in unqueued)
+           for t in names]
+    return sorted(out, key=lambda s: (-s.run_total, s.task_type))
+
+
+def _merge(sources: Sequence[Sequence[dict[str, int]]], n: int) -> Sequence[dict[str, int]]:
+    """Several queues' hashes of one type summed step by step (one queue's as they are)."""
+    if len(sources) == 1:
+        return sources[0]
+    out: list[dict[str, int]] = [{} for _ in range(n)]
+    for hashes in sources:
+        for acc, h in zip(out, hashes, strict=True):
             for k, v in h.items():
                 acc[k] = acc.get(k, 0) + v
-    out = [_summary(t, window, step, steps, merged[t], seen_in[t], t in unqueued) for t in names]
-    return sorted(out, key=lambda s: (-s.run_total, s.task_type))
+    return out
 
 
 def one_type(ctx: Ctx, task_type: str, window: str, *, queues: QueueFilter | None = None) -> TypeStats:
