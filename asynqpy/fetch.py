@@ -11,7 +11,8 @@ from asynqpy.rdb import broker
 from asynqpy.rdb.failures import TroubleLog
 from asynqpy.rdb.scripts import AsyncRunner, Call
 
-Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
+# queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
+Dequeued = tuple[str, str, bytes, float | None, str | None]
 
 
 @dataclass
@@ -47,8 +48,8 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
         got: list[Dequeued] = []
         for q in cfg.queue_order():
             try:
-                [rows] = await _trip(runner, [broker.dequeue_timed(q, lease_expiry=lease_expiry,
-                                                                   count=free - len(got))], riders)
+                [rows] = await _trip(runner, [broker.dequeue_waited(q, lease_expiry=lease_expiry,
+                                                                    count=free - len(got))], riders)
                 if isinstance(rows, Exception):
                     raise rows
             except Exception as exc:
@@ -56,7 +57,7 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
                     raise
                 trouble.note(exc, f"fetch from queue {q}")
                 return got
-            got += [(q, tid, data, since) for tid, data, since in rows]
+            got += [(q, tid, data, since, limit) for tid, data, since, limit in rows]
             if len(got) >= free:
                 break
         return got
@@ -78,7 +79,7 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
 async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[int], expiry: float,
                           trouble: TroubleLog, riders: Riders | None) -> list[Dequeued]:
     pairs = zip(order, shares, strict=True)
-    calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+    calls = [(q, broker.dequeue_waited(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
     results = await _trip(runner, [c for _, c in calls], riders)
     out: list[Dequeued] = []
     failed: Exception | None = None
@@ -86,7 +87,7 @@ async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[in
         if isinstance(res, Exception):
             failed = res
             continue
-        out += [(q, tid, data, since) for tid, data, since in res]
+        out += [(q, tid, data, since, limit) for tid, data, since, limit in res]
     if failed is not None:
         if not out:
             raise failed

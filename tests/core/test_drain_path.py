@@ -24,7 +24,7 @@ from tests.helpers import running, wait_for
 
 
 def test_task_outcome_is_the_dataclass_with_every_field() -> None:
-    args = ("q", "email:send", "id1", "retry", 1.5, 0.25, None, "boom")
+    args = ("q", "email:send", "id1", "retry", 1.5, 0.25, None, "boom", "rate")
     fast, slow = task_outcome(*args), TaskOutcome(*args)  # type: ignore[arg-type]
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert [getattr(fast, f.name) for f in dataclasses.fields(TaskOutcome)] == list(args)
@@ -53,11 +53,11 @@ def test_acknowledgements_ride_ahead_of_the_dequeue_in_one_round_trip(redis_url:
         runner = AsyncRunner(conn)
         try:
             first = await dequeue_for(runner, cfg, 2, lease_expiry=time.time() + 30, trouble=TroubleLog("t"))
-            done = [tid for _, tid, _, _ in first]
+            done = [tid for _, tid, *_ in first]
             riders = Riders([broker.done("default", [(tid, "") for tid in done], now=time.time())])
             second = await dequeue_for(runner, cfg, 2, lease_expiry=time.time() + 30, trouble=TroubleLog("t"),
                                        riders=riders)
-            return done, riders, [tid for _, tid, _, _ in second]
+            return done, riders, [tid for _, tid, *_ in second]
         finally:
             await conn.aclose()
 
