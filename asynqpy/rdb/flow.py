@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import redis
@@ -28,8 +28,9 @@ def _queues(r: redis.Redis) -> list[str]:
 def set_limit(r: redis.Redis, limit: Limit, *, queues: Iterable[str] = ()) -> None:
     """Store the limit for the fleet and in every known queue (and the given ones); workers obey it at once."""
     r.hset(keys.LIMITS, limit.pattern, limit.encode())
+    run = SyncRunner(r)
     for q in sorted(set(_queues(r)) | set(queues)):
-        r.hset(keys.queue_limits(q), limit.pattern, limit.encode())
+        run.run(write_queue_limits(q, {limit.pattern: limit.encode()}))
 
 
 def limits(r: redis.Redis) -> list[Limit]:
@@ -41,10 +42,21 @@ def limits(r: redis.Redis) -> list[Limit]:
 def remove_limit(r: redis.Redis, pattern: str) -> bool:
     """Drop the limit everywhere; its waiting tasks go back to pending. False when there was none."""
     existed = bool(r.hdel(keys.LIMITS, pattern))
+    run = SyncRunner(r)
     for q in _queues(r):
-        existed = bool(r.hdel(keys.queue_limits(q), pattern)) or existed
-        SyncRunner(r).run(release(q, pattern))
+        existed = bool(run.run(write_queue_limits(q, {pattern: ""}))) or existed
+        run.run(release(q, pattern))
     return existed
+
+
+def write_queue_limits(q: str, changes: Mapping[Any, Any], *, replace: bool = False) -> Call[int]:
+    """Queue q's copy of the limits: name -> encoded limit ('' removes it), all of them when replace. Its type
+    index is dropped in the same step when the set of names changes (lua/write_limits.lua). Reply: how many of
+    the given names q had."""
+    args: list[Any] = ["1" if replace else ""]
+    for name, raw in changes.items():
+        args += [name, raw]
+    return Call(script("write_limits"), [keys.queue_limits(q), keys.limit_types(q)], args, int)
 
 
 def release(q: str, pattern: str) -> Call[int]:
@@ -59,12 +71,9 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
     for lim in defaults:
         r.hsetnx(keys.LIMITS, lim.pattern, lim.encode())
     raw: dict[Any, Any] = r.hgetall(keys.LIMITS)
+    run = SyncRunner(r)
     for q in queues:
-        pipe = r.pipeline(transaction=False)
-        pipe.delete(keys.queue_limits(q))
-        if raw:
-            pipe.hset(keys.queue_limits(q), mapping=raw)
-        pipe.execute()
+        run.run(write_queue_limits(q, raw, replace=True))
 
 
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
