@@ -10,15 +10,18 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
+from redis.exceptions import NoScriptError
 
 from asynqpy.backpressure import QueueLimit
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.limits import Limit, Usage
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, SyncRunner, script
+from asynqpy.rdb.scripts import Call, script
+
+T = TypeVar("T")
 
 
 def _queues(r: redis.Redis) -> list[str]:
@@ -28,9 +31,8 @@ def _queues(r: redis.Redis) -> list[str]:
 def set_limit(r: redis.Redis, limit: Limit, *, queues: Iterable[str] = ()) -> None:
     """Store the limit for the fleet and in every known queue (and the given ones); workers obey it at once."""
     r.hset(keys.LIMITS, limit.pattern, limit.encode())
-    run = SyncRunner(r)
     for q in sorted(set(_queues(r)) | set(queues)):
-        run.run(write_queue_limits(q, {limit.pattern: limit.encode()}))
+        _run(r, write_queue_limits(q, {limit.pattern: limit.encode()}))
 
 
 def limits(r: redis.Redis) -> list[Limit]:
@@ -42,10 +44,9 @@ def limits(r: redis.Redis) -> list[Limit]:
 def remove_limit(r: redis.Redis, pattern: str) -> bool:
     """Drop the limit everywhere; its waiting tasks go back to pending. False when there was none."""
     existed = bool(r.hdel(keys.LIMITS, pattern))
-    run = SyncRunner(r)
     for q in _queues(r):
-        existed = bool(run.run(write_queue_limits(q, {pattern: ""}))) or existed
-        run.run(release(q, pattern))
+        existed = bool(_run(r, write_queue_limits(q, {pattern: ""}))) or existed
+        _run(r, release(q, pattern))
     return existed
 
 
@@ -71,9 +72,8 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
     for lim in defaults:
         r.hsetnx(keys.LIMITS, lim.pattern, lim.encode())
     raw: dict[Any, Any] = r.hgetall(keys.LIMITS)
-    run = SyncRunner(r)
     for q in queues:
-        run.run(write_queue_limits(q, raw, replace=True))
+        _run(r, write_queue_limits(q, raw, replace=True))
 
 
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
@@ -111,6 +111,16 @@ def usages(r: redis.Redis) -> list[Usage]:
             if r.hexists(keys.queue_limits(q), lim.pattern):
                 out.append(usage(r, q, lim))
     return out
+
+
+def _run(r: redis.Redis, call: Call[T]) -> T:
+    """One script call through the client's own pool (a SyncRunner would keep a connection for itself: these are
+    rare configuration writes, not a hot path)."""
+    try:
+        raw = r.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+    except NoScriptError:
+        raw = r.eval(call.script.text, len(call.keys), *call.keys, *call.args)
+    return call.parse(raw)
 
 
 def _glob(s: str) -> str:

@@ -76,14 +76,16 @@ local function pb_strings(msg)
   return out
 end
 
--- the queue's limits as one script call sees them: nil when the queue has none (one EXISTS), else a cache
--- filled as tasks come: byname (name -> {name, raw, pat?}), types (type -> its limits), all (every limit, read
--- only when a type missing from the index comes)
+-- the queue's limits as one script call sees them: nil when the queue has none, else a cache filled as tasks
+-- come: byname (name -> {name, raw, pat?}), types (type -> its limits), all (every limit, read only when a type
+-- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both: no
+-- task waits without limits (a limit removed sends its tasks back first), so 1 means limits and none waiting.
 local function load_limits(lp)
-  if redis.call("EXISTS", lp .. "limits") == 0 then
+  local n = redis.call("EXISTS", lp .. "limits", lp .. "lwaiting")
+  if n == 0 then
     return nil
   end
-  return {lp = lp, byname = {}, types = {}}
+  return {lp = lp, byname = {}, types = {}, waiting = n == 2}
 end
 
 local function limit_named(list, name, raw)
@@ -157,6 +159,9 @@ local function limits_for_type(list, tt)
     if size >= INDEX_MAX then
       redis.call("DEL", idx)
       size = 0
+    end
+    if #list.all == 0 then
+      return got  -- no limits after all (a wait set left without them): nothing to index
     end
     redis.call("HSET", idx, tt, table.concat(found, "\t"))
     if size == 0 then
