@@ -32,7 +32,7 @@ def set_limit(r: redis.Redis, limit: Limit, *, queues: Iterable[str] = ()) -> No
     """Store the limit for the fleet and in every known queue (and the given ones); workers obey it at once."""
     r.hset(keys.LIMITS, limit.pattern, limit.encode())
     for q in sorted(set(_queues(r)) | set(queues)):
-        _run(r, write_queue_limits(q, {limit.pattern: limit.encode()}))
+        run_call(r, write_queue_limits(q, {limit.pattern: limit.encode()}))
 
 
 def limits(r: redis.Redis) -> list[Limit]:
@@ -45,8 +45,8 @@ def remove_limit(r: redis.Redis, pattern: str) -> bool:
     """Drop the limit everywhere; its waiting tasks go back to pending. False when there was none."""
     existed = bool(r.hdel(keys.LIMITS, pattern))
     for q in _queues(r):
-        existed = bool(_run(r, write_queue_limits(q, {pattern: ""}))) or existed
-        _run(r, release(q, pattern))
+        existed = bool(run_call(r, write_queue_limits(q, {pattern: ""}))) or existed
+        run_call(r, release(q, pattern))
     return existed
 
 
@@ -73,7 +73,7 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
         r.hsetnx(keys.LIMITS, lim.pattern, lim.encode())
     raw: dict[Any, Any] = r.hgetall(keys.LIMITS)
     for q in queues:
-        _run(r, write_queue_limits(q, raw, replace=True))
+        run_call(r, write_queue_limits(q, raw, replace=True))
 
 
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
@@ -113,7 +113,7 @@ def usages(r: redis.Redis) -> list[Usage]:
     return out
 
 
-def _run(r: redis.Redis, call: Call[T]) -> T:
+def run_call(r: redis.Redis, call: Call[T]) -> T:
     """One script call through the client's own pool (a SyncRunner would keep a connection for itself: these are
     rare configuration writes, not a hot path)."""
     try:

@@ -24,7 +24,7 @@
 --                        no longer seen do not pile up.
 
 local INDEX_MAX = 1000
-local INDEX_TTL = 3600
+local INDEX_TTL = 600  -- also bounds how long a limit written by an older asynqpy (no index drop) goes unseen
 
 local function pb_varint(s, i)
   local n, mul = 0, 1
@@ -80,12 +80,17 @@ end
 -- come: byname (name -> {name, raw, pat?}), types (type -> its limits), all (every limit, read only when a type
 -- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both: no
 -- task waits without limits (a limit removed sends its tasks back first), so 1 means limits and none waiting.
+-- Read once per script call (an enqueue_many hands off many tasks; no script here writes the limits), so
+-- waiting is as it was at the first call (only dequeue.lua reads it, once).
+local loaded = {}
 local function load_limits(lp)
-  local n = redis.call("EXISTS", lp .. "limits", lp .. "lwaiting")
-  if n == 0 then
-    return nil
+  local list = loaded[lp]
+  if list == nil then
+    local n = redis.call("EXISTS", lp .. "limits", lp .. "lwaiting")
+    list = n > 0 and {lp = lp, byname = {}, types = {}, waiting = n == 2}
+    loaded[lp] = list
   end
-  return {lp = lp, byname = {}, types = {}, waiting = n == 2}
+  return list or nil
 end
 
 local function limit_named(list, name, raw)
