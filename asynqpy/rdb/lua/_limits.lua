@@ -224,9 +224,14 @@ end
 
 -- the limits a task message falls under: {l = limit, part = partition}, none when nothing matches (the message is
 -- parsed in full only for a limit with a partition key)
+local NONE = {}
 local function limits_of(list, msg)
+  local of = limits_for_type(list, type_of(msg))
+  if #of == 0 then
+    return NONE  -- an unlimited type: nothing more to make
+  end
   local got, fields = {}, nil
-  for _, l in ipairs(limits_for_type(list, type_of(msg))) do
+  for _, l in ipairs(of) do
     parsed(l)
     if l.key ~= "" and not fields then
       fields = pb_strings(msg)
