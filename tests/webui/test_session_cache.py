@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from inspector.webstate import SessionStore
 from tests.webui.authkit import make_app
 from tests.webui.livekit import Browser, Clock, serve
 from webui.users import UsersFile, create_user
@@ -217,3 +218,26 @@ def test_polls_cost_redis_no_command_for_the_session(redis_url: str, users_path:
     # What is left is the sessions epoch: one GET per second at most, whatever the number of polls.
     assert set(delta) <= {"get"}, delta
     assert delta.get("get", 0) <= elapsed / 1.0 + 1 < polls, (delta, elapsed)
+
+
+def test_ending_a_users_sessions_reaches_every_process(r: redis.Redis) -> None:
+    one, two = SessionStore(r, recheck=0), SessionStore(r, recheck=0)  # recheck 0: the epoch on every call
+    s = one.create("ann", "stamp-1")
+    assert two.get(s.id, touch=False) is not None  # two keeps it now
+    assert one.end_user("ann") == 1
+    assert two.get(s.id, touch=False) is None
+
+
+def test_a_flushed_server_ends_the_sessions_a_process_keeps(r: redis.Redis) -> None:
+    one, two = SessionStore(r, recheck=0), SessionStore(r, recheck=0)
+    s = one.create("ann")
+    assert two.get(s.id, touch=False) is not None
+    r.delete(*r.keys("asynqpy:{web}:*"))  # as FLUSHDB or a restart without persistence would
+    assert two.get(s.id, touch=False) is None  # the epoch is gone: what two kept is dropped
+    again = one.create("ann")  # the new epoch starts at a random value, not where the old one was
+    assert two.get(again.id, touch=False) is not None and two.get(s.id, touch=False) is None
+
+
+def test_the_recheck_setting_is_checked(redis_url: str, users_path: Path) -> None:
+    with pytest.raises(ValueError, match="ASYNQPY_SESSION_RECHECK"):
+        make_app(redis_url, users_path, ASYNQPY_SESSION_RECHECK="soon")
