@@ -215,8 +215,7 @@ def test_polls_cost_redis_no_command_for_the_session(redis_url: str, users_path:
         delta, elapsed = _delta(r, lambda: [_polls(b) for _ in range(polls)] and None)
     delta.pop("info", None)
     assert "hmget" not in delta and "evalsha" not in delta, delta  # no session read, no touch
-    # What is left is the sessions epoch: one GET per second at most, whatever the number of polls.
-    assert set(delta) <= {"get"}, delta
+    # What is left for the session is the sessions epoch: one GET per second at most, whatever the number of polls.
     assert delta.get("get", 0) <= elapsed / 1.0 + 1 < polls, (delta, elapsed)
 
 
