@@ -98,15 +98,24 @@ def poll(base: str, clients: int, seconds: float, interval: float, r: redis.Redi
 POLL_HEADERS = {"HX-Request": "true", "X-Asynqpy-Poll": "1"}  # a live refresh, as static/app.js sends it
 
 
-def script_commands(r: redis.Redis) -> int:
-    """Commands Redis ran, counted as INFO commandstats counts them (those scripts run included), INFO excluded."""
-    return sum(int(v["calls"]) for k, v in r.info("commandstats").items() if not k.startswith("cmdstat_info"))
+def by_command(r: redis.Redis) -> dict[str, int]:
+    """Calls per command name (INFO commandstats, those scripts run included), INFO excluded."""
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()
+            if not k.startswith("cmdstat_info")}
+
+
+def top_commands(before: dict[str, int], after: dict[str, int], seconds: float, n: int = 4) -> str:
+    """The n commands run most often between two by_command() readings, per second: "hmget 12.4, zcard 8.0"."""
+    rates = sorted(((after[k] - before.get(k, 0)) / seconds, k) for k in after)
+    return ", ".join(f"{k} {rate:.1f}" for rate, k in reversed(rates[-n:]) if rate > 0)
 
 
 def observers(base: str, browsers: int, scrapers: int, seconds: float, interval: float,
-              r: redis.Redis) -> tuple[float, int]:
+              r: redis.Redis) -> tuple[float, float, int, str]:
     """browsers logged-in clients polling the overview and a queue page, scrapers scraping /metrics, each every
-    interval seconds (spread over it), for seconds (bounded). Returns (Redis commands/s, requests)."""
+    interval seconds (spread over it), for seconds (bounded). Returns (Redis commands/s, the same without MEMORY
+    USAGE, requests, the commands run most often with their rates). Memory is sampled once a minute per queue
+    whoever observes: a window holds that burst or not, which moves a row by more than its observers do."""
     openers = [login_opener(base) for _ in range(browsers)]
     n = [0]
     lock = threading.Lock()
@@ -130,12 +139,14 @@ def observers(base: str, browsers: int, scrapers: int, seconds: float, interval:
     for t in threads:
         t.start()
     time.sleep(interval)  # every client has started: measure whole intervals
-    before, t0 = script_commands(r), time.monotonic()
+    before, t0 = by_command(r), time.monotonic()
     time.sleep(seconds - interval)
-    cps = (script_commands(r) - before) / (time.monotonic() - t0)
+    after, elapsed = by_command(r), time.monotonic() - t0
     for t in threads:
         t.join(timeout=60)
-    return cps, n[0]
+    total = (sum(after.values()) - sum(before.values())) / elapsed
+    memory = (after.get("memory|usage", 0) - before.get("memory|usage", 0)) / elapsed
+    return total, total - memory, n[0], top_commands(before, after, elapsed)
 
 
 def observer_rows(args: argparse.Namespace, users: Path) -> list[tuple[str, str]]:
@@ -160,10 +171,11 @@ def observer_rows(args: argparse.Namespace, users: Path) -> list[tuple[str, str]
                 except OSError:
                     time.sleep(0.1)
             for b, m in ((1, 0), (20, 0), (100, 0), (0, 1), (0, 5)):
-                cps, n = observers(base, b, m, args.seconds, 5.0, r)
+                cps, polls, n, top = observers(base, b, m, args.seconds, 5.0, r)
                 who = f"{b} browser(s)" if b else f"{m} scraper(s)"
                 rows.append((f"{who} polling every 5 s, 10 queues (gunicorn, 2 workers)",
-                             f"{cps:,.0f} Redis commands/s ({n} requests)"))
+                             f"{cps:,.0f} Redis commands/s, {polls:,.0f} without MEMORY USAGE ({n} requests; "
+                             f"most: {top})"))
         finally:
             proc.terminate()
             proc.wait(20)

@@ -313,6 +313,11 @@ def web_session(digest: str) -> str:
     return f"asynqpy:{{web}}:session:{digest}"
 
 
+# Our own: a counter every end of a session bumps (logout, a user's sessions ended), so each app process, which
+# keeps the sessions it checked in memory, learns with one GET that it must read them afresh.
+WEB_SESSIONS_EPOCH = "asynqpy:{web}:sessions-epoch"
+
+
 def web_user_sessions(user: str) -> str:
     """Our own: the set of a user's session keys, so a password change ends them all."""
     return f"asynqpy:{{web}}:user-sessions:{user}"
