@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import operator
 import time
 import uuid
@@ -67,7 +68,9 @@ def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
 
     Incremental: with prev (the last snapshot), a queue whose counts, counters and paused flag are those of prev
     (the script compares them, and reads no further) keeps prev's info, its ages brought up to now, for FULL_EVERY
-    seconds at most; a queue with groups is always read in full (a group's size can change unseen).
+    seconds at most; a queue with groups is always read in full (a group's size can change unseen). So that the
+    queues kept do not all come due together, each snapshot also reads in full the oldest kept ones, in
+    proportion to the time since prev (a 5 s interval: a sixth of them, oldest first).
 
     Memory (MEMORY USAGE on ~100 keys per queue, most of a full read's cost) is sampled only for the queues whose
     stored sample is MEMORY_EVERY seconds old or more, oldest first, MEMORY_PER_SNAPSHOT at most; the others show
@@ -83,6 +86,10 @@ def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
     old = {i.queue: i for i in prev.queues} if prev is not None else {}
     prints = {q: queueread.fingerprint(i) for q, i in old.items()
               if q not in due and not i.groups and now - i.timestamp.timestamp() < FULL_EVERY}
+    if prev is not None:  # the oldest kept ones read in full a share at a time, not all at once every FULL_EVERY
+        share = math.ceil(len(prints) * min(1.0, max(0.0, now - prev.taken_at) / FULL_EVERY))
+        for q in sorted(prints, key=lambda q: old[q].timestamp)[:share]:
+            del prints[q]
     read = _read(ctx, names, now, due, prints)
     infos = []
     for q in names:
