@@ -102,6 +102,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--types", action="store_true", help="per task type: processed, failed, run time and wait "
                                                         "percentiles, total run time (from asynqpy workers)")
     p.add_argument("--window", choices=("1h", "24h", "72h"), default="1h", help="with --types (default 1h)")
+    p.add_argument("--queue", action="append", metavar="GLOB", help="with --types: count only the queues matching "
+                                                                     "GLOB (repeatable, e.g. 'billing:*')")
     _cmd(subparsers, "mark", powercli.mark, "record a deploy mark the dashboard's charts draw", c).add_argument(
         "label", help='what happened, e.g. "v1.4.2"')
 
