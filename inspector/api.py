@@ -127,7 +127,7 @@ class Inspector:
 
     def set_queue_limit(self, queue: str, *, max_size: int | None = None, max_latency: float | None = None) -> None:
         """Backpressure: our enqueue scripts refuse tasks for queue past max_size tasks (pending, scheduled,
-        retry, active) or while its oldest pending task has waited more than max_latency seconds
+        retry, active, aggregating) or while its oldest pending task has waited more than max_latency seconds
         (QueueFullError). Replaces the queue's previous limit. Go producers do not read it."""
         check_queue_name(queue)
         with reaching(self.url):

@@ -15,7 +15,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from asynqpy.terminal import say
-from inspector import findcli, limitviews, powercli, views
+from inspector import enqueuecli, findcli, limitviews, powercli, views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
@@ -190,6 +190,7 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
                                                   "bar (the dashboard shows it too; Ctrl-C cancels)")
         _confirm(p)
     findcli.add_find(task, _cmd, c)
+    enqueuecli.add_enqueue(task)
     _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument(
         "task_id", help="the id of a running task")
 
