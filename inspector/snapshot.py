@@ -84,13 +84,7 @@ def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
     due = set(sorted((q for q in names if now - stored.get(q, (0, -MEMORY_EVERY))[1] >= MEMORY_EVERY),
                      key=lambda q: stored.get(q, (0, -MEMORY_EVERY))[1])[:MEMORY_PER_SNAPSHOT])
     old = {i.queue: i for i in prev.queues} if prev is not None else {}
-    prints = {q: queueread.fingerprint(i) for q, i in old.items()
-              if q not in due and not i.groups and now - i.timestamp.timestamp() < FULL_EVERY}
-    if prev is not None:  # the oldest kept ones read in full a share at a time, not all at once every FULL_EVERY
-        share = math.ceil(len(prints) * min(1.0, max(0.0, now - prev.taken_at) / FULL_EVERY))
-        for q in sorted(prints, key=lambda q: old[q].timestamp)[:share]:
-            del prints[q]
-    read = _read(ctx, names, now, due, prints)
+    read = _read(ctx, names, now, due, _fingerprints(prev, old, due, now) if prev is not None else {})
     infos = []
     for q in names:
         info = read[q]
@@ -116,6 +110,20 @@ def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
             busy[w.queue] = busy.get(w.queue, 0) + 1
     return QueueSnapshot(now, tuple(infos), len(live), MappingProxyType(per_queue), MappingProxyType(busy),
                          time.perf_counter() - t0)
+
+
+def _fingerprints(prev: QueueSnapshot, old: Mapping[str, QueueInfo], due: set[str], now: float) -> dict[str, str]:
+    """The fingerprints of the queues prev's info may stand for (see take): without groups, memory not due, read
+    in full less than FULL_EVERY ago; and of those, not the oldest, so that in all a share of the queues in
+    proportion to the time since prev is read in full (those past FULL_EVERY count toward it): they come due a
+    share at a time, not all at once every FULL_EVERY."""
+    candidates = [q for q, i in old.items() if q not in due and not i.groups]
+    prints = {q: queueread.fingerprint(old[q]) for q in candidates
+              if now - old[q].timestamp.timestamp() < FULL_EVERY}
+    share = math.ceil(len(candidates) * min(1.0, max(0.0, now - prev.taken_at) / FULL_EVERY))
+    for q in sorted(prints, key=lambda q: old[q].timestamp)[:max(0, share - (len(candidates) - len(prints)))]:
+        del prints[q]
+    return prints
 
 
 def _read(ctx: Ctx, names: list[str], now: float, due: set[str],
