@@ -120,7 +120,9 @@ def _fingerprints(prev: QueueSnapshot, old: Mapping[str, QueueInfo], due: set[st
     candidates = [q for q, i in old.items() if q not in due and not i.groups]
     prints = {q: queueread.fingerprint(old[q]) for q in candidates
               if now - old[q].timestamp.timestamp() < FULL_EVERY}
-    share = math.ceil(len(candidates) * min(1.0, max(0.0, now - prev.taken_at) / FULL_EVERY))
+    # Rounded down (a hair up for float noise): no queue is read in full more often than every FULL_EVERY on
+    # average, and a few queues, a share under one, just come due at FULL_EVERY.
+    share = math.floor(len(candidates) * min(1.0, max(0.0, now - prev.taken_at) / FULL_EVERY) + 1e-9)
     for q in sorted(prints, key=lambda q: old[q].timestamp)[:max(0, share - (len(candidates) - len(prints)))]:
         del prints[q]
     return prints
