@@ -70,7 +70,19 @@ def state_key(q: str, state: str) -> str:
 
 
 def utc_date(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d")
+    """The UTC date of Unix time t, "2024-05-01" (each acknowledgement names the day's counters: strftime is
+    slow, so the day's text is kept and reused while t stays within that day)."""
+    global _day
+    day = _day
+    if day[0] <= t < day[1]:
+        return day[2]
+    start = t // 86400 * 86400
+    text = datetime.fromtimestamp(start, tz=UTC).strftime("%Y-%m-%d")
+    _day = (start, start + 86400, text)
+    return text
+
+
+_day: tuple[float, float, str] = (0.0, 0.0, "")
 
 
 def processed_daily(q: str, t: float) -> str:
@@ -176,6 +188,12 @@ def limit_waits(q: str) -> str:
 
 def limit_wait_list(q: str, member: str) -> str:
     return f"asynqpy:{{{q}}}:lwait:{member}"
+
+
+def limit_types(q: str) -> str:
+    """The type index of q's limits: task type -> the names of the limits it matches (filled by the dequeue
+    and hand-off scripts, dropped when the queue's limits change: lua/_limits.lua, lua/write_limits.lua)."""
+    return f"asynqpy:{{{q}}}:ltypes"
 
 
 def server_info(host: str, pid: int, server_id: str) -> str:
