@@ -3,10 +3,11 @@ end of 1,000,000 tasks, and Redis commands per second while 20 clients poll the 
 
     python bench/web_bench.py [--tasks 1000000] [--clients 20] [--seconds 20]
     python bench/web_bench.py --observers [--seconds 30]   # issue 20 section 4: what observers cost Redis
+    python bench/web_bench.py --snapshots [--queues 10,100,1000]   # only --observers' in-process part
 
 --observers: Redis commands/s (INFO commandstats deltas) for 1, 20 and 100 logged-in browsers polling the overview
 and a queue page every 5 s (gunicorn, 2 workers, 10 queues) and 1 and 5 scrapers of /metrics every 5 s; then the
-overview's server time and a fresh snapshot's time at 10, 100 and 1,000 queues.
+overview's server time and a fresh snapshot's time at 10, 100 and 1,000 queues (--snapshots: only those).
 
 Runs on a private embedded Valkey; data is written in asynq's layout by bench/inspector_data.py's loader.
 """
@@ -225,11 +226,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--observers", action="store_true", help="what observers cost Redis (issue 20 section 4)")
+    ap.add_argument("--snapshots", metavar="COUNTS", nargs="?", const="10,100,1000",
+                    help="only --observers' in-process part: a fresh snapshot and the overview refresh at these "
+                         "queue counts (default 10,100,1000)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="asynqpy-webbench-"))
     users = tmp / "users.toml"
     create_user(users, "admin", "admin", PASSWORD)
     rows: list[tuple[str, str]] = []
+    if args.snapshots:
+        return _print([row for n in args.snapshots.split(",") for row in overview_rows(int(n), users)])
     if args.observers:
         return _print(observer_rows(args, users))
     with EmbeddedServer() as server:
