@@ -299,8 +299,9 @@ def _dump(s: QueueSnapshot) -> bytes:
     queues = ",".join([_queue_json(q, fragments) for q in s.queues])
     _FRAGMENTS.clear()  # only the queues of this snapshot are kept
     _FRAGMENTS.update(fragments)
-    head = json.dumps({"v": VERSION, "taken_at": s.taken_at, "servers": s.servers, "queue_servers": dict(s.queue_servers),
-                       "workers_busy": dict(s.workers_busy)}, separators=(",", ":"))
+    head = json.dumps({"v": VERSION, "taken_at": s.taken_at, "servers": s.servers,
+                       "queue_servers": dict(s.queue_servers), "workers_busy": dict(s.workers_busy)},
+                      separators=(",", ":"))
     doc = f'{head[:-1]},"queues":[{queues}]}}'
     return zlib.compress(doc.encode(), 1)  # ~10x smaller: every asker GETs it
 

@@ -9,8 +9,7 @@ import pytest
 import redis
 
 from asynqpy import Client, Limit, QueueFullError, Task
-from asynqpy.rdb import broker
-from asynqpy.rdb import keys
+from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from inspector import Inspector, QueueSnapshot
 from tests.inspector.worker import Clock, Worker
