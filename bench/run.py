@@ -50,6 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--drain-timeout", type=float, default=60.0, help="stop a drain after this many seconds")
     ap.add_argument("--idle-seconds", type=float, default=10.0,
                     help="measure an idle worker (three queues) of asynqpy and go this long (0: skip)")
+    ap.add_argument("--steps", help="only these driver steps, comma-separated, of enqueue_single,enqueue_batch,"
+                    "producer_extras,drain,latency (all)")
     ap.add_argument("--lib-timeout", type=float, default=300.0, help="give up on one library after this")
     args = ap.parse_args(argv)
     libs = [x.strip() for x in args.libs.split(",") if x.strip()]
@@ -92,7 +94,7 @@ def run_lib(lib: str, url: str, args: argparse.Namespace, env: dict[str, str], w
            "--tasks", str(args.tasks), "--enqueue-tasks", str(args.enqueue_tasks),
            "--pickup-samples", str(args.pickup_samples), "--delayed-samples", str(args.delayed_samples),
            "--delay", str(args.delay), "--spread", str(args.spread), "--drain-timeout", str(args.drain_timeout),
-           "--log-dir", str(RESULTS / "logs")]
+           "--log-dir", str(RESULTS / "logs"), *(["--steps", args.steps] if args.steps else [])]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     timed_out = False
     try:
