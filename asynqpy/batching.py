@@ -121,6 +121,8 @@ class SameOptions:
         tid = task_id or self.task_id or new_id
         if tid == new_id:
             self._drawn.add(tid)
+            if not self.base.unique_ttl and not task.headers:  # the hot path (see items())
+                return task, tid, self.template.encode_drawn(task.type, task.payload, tid), ""
         payload = None if task.nil_payload else task.payload
         ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
         return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
