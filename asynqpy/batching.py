@@ -246,9 +246,12 @@ class AsyncEnqueuer:
         groups: dict[Any, list[tuple[Item, asyncio.Future[TaskInfo]]]] = {}
         packed: list[bytes] = []
         scripts: list[Script | None] = []
+        keyed: dict[int, Any] = {}  # options objects seen (alive in batch meanwhile) -> their key
         for (task, options, fut), new_id in zip(batch, new_task_ids(len(batch)), strict=True):
             try:
-                key = options_key(options)  # equal options but task_id share one SameOptions
+                key = keyed.get(id(options))  # the same object (options_from shares them): known
+                if key is None:
+                    key = keyed[id(options)] = options_key(options)  # equal but task_id share one SameOptions
                 same = shared.get(key)
                 if same is None:
                     # Built without the task_id: that stays each caller's own (passed to item below).

@@ -265,6 +265,9 @@ _CHECKS: dict[str, Callable[[Any, str], object]] = {f.name: f.metadata["check"]
 DEFAULT_OPTIONS = TaskOptions()
 
 
+_MERGED: dict[tuple[tuple[str, type, Any], ...], TaskOptions] = {}  # options_from(None, fields) by fields
+
+
 def options_from(options: TaskOptions | None, fields: Mapping[str, Any]) -> TaskOptions:
     """The options of one call: options (or the defaults) with the keyword fields winning.
 
@@ -272,7 +275,19 @@ def options_from(options: TaskOptions | None, fields: Mapping[str, Any]) -> Task
     value.
     """
     if options is None:
-        return DEFAULT_OPTIONS.merge(fields) if fields else DEFAULT_OPTIONS
+        if not fields:
+            return DEFAULT_OPTIONS
+        try:  # the same keywords again (`enqueue(t, queue="emails")` in a loop): the same (immutable) options
+            key = tuple((k, type(v), v) for k, v in fields.items())  # True == 1: the type tells them apart
+            merged = _MERGED.get(key)
+        except TypeError:  # a value that is no dict key (a list...): merged anew, and checked there
+            return DEFAULT_OPTIONS.merge(fields)
+        if merged is None:
+            merged = DEFAULT_OPTIONS.merge(fields)
+            if len(_MERGED) >= 256:  # e.g. a process_at per call: keep the cache small
+                _MERGED.clear()
+            _MERGED[key] = merged
+        return merged
     if not isinstance(options, TaskOptions):
         raise _bad("options", f"options must be a TaskOptions, not {type(options).__name__}")
     return options.merge(fields)
