@@ -3,7 +3,8 @@
 -- and Valkey replicate a script's effects, not the script, so TIME may come before writes.
 -- clock(given): given '' reads TIME; a test passes its own time as Unix seconds (ms). Returns a table:
 -- ms (Unix ms, an integer, rounded down), s (the same in Unix seconds with 3 decimals, a string),
--- whole (whole Unix seconds, truncated), ns (Unix ns as a decimal string: beyond a Lua number's 53 bits).
+-- whole (whole Unix seconds, truncated), ns (Unix ns as a decimal string: beyond a Lua number's 53 bits),
+-- us (Unix seconds with 6 decimals, a string: for a caller that times its sleep by it).
 local function clock(given)
   local us
   if given and given ~= "" then
@@ -15,5 +16,5 @@ local function clock(given)
   local whole = math.floor(us / 1000000)
   local ms = math.floor(us / 1000)
   return {ms = ms, s = string.format("%d.%03d", whole, ms % 1000), whole = whole,
-          ns = string.format("%d%06d000", whole, us % 1000000)}
+          ns = string.format("%d%06d000", whole, us % 1000000), us = string.format("%d.%06d", whole, us % 1000000)}
 end
