@@ -7,7 +7,8 @@ from asynqpy.rdb import broker
 from asynqpy.rdb.failures import TroubleLog
 from asynqpy.rdb.scripts import AsyncRunner
 
-Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
+# queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
+Dequeued = tuple[str, str, bytes, float | None, str | None]
 
 
 async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, lease_expiry: float,
@@ -19,13 +20,13 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
         got: list[Dequeued] = []
         for q in cfg.queue_order():
             try:
-                rows = await runner.run(broker.dequeue_timed(q, lease_expiry=lease_expiry, count=free - len(got)))
+                rows = await runner.run(broker.dequeue_waited(q, lease_expiry=lease_expiry, count=free - len(got)))
             except Exception as exc:
                 if not got:
                     raise
                 trouble.note(exc, f"fetch from queue {q}")
                 return got
-            got += [(q, tid, data, since) for tid, data, since in rows]
+            got += [(q, tid, data, since, limit) for tid, data, since, limit in rows]
             if len(got) >= free:
                 break
         return got
@@ -47,7 +48,7 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
 async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[int], expiry: float,
                           trouble: TroubleLog) -> list[Dequeued]:
     pairs = zip(order, shares, strict=True)
-    calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+    calls = [(q, broker.dequeue_waited(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
     results = await runner.run_many([c for _, c in calls])
     out: list[Dequeued] = []
     failed: Exception | None = None
@@ -55,7 +56,7 @@ async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[in
         if isinstance(res, Exception):
             failed = res
             continue
-        out += [(q, tid, data, since) for tid, data, since in res]
+        out += [(q, tid, data, since, limit) for tid, data, since, limit in res]
     if failed is not None:
         if not out:
             raise failed

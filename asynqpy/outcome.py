@@ -22,7 +22,8 @@ class TaskOutcome:
     archived as asynq does). started_at: Unix seconds the handler started. duration: seconds the handler
     ran. wait: seconds from the task becoming pending (asynq's pending_since) to its start; 0.0 for a task
     handed straight to an idle worker by our enqueue script, None when unknown (a Go producer's task
-    without pending_since). error: the error text stored with the task ('' on success).
+    without pending_since). error: the error text stored with the task ('' on success). limit: the name of
+    the flow-control limit (asynqpy.limits) the task waited on before it started, None when it did not wait.
     """
 
     queue: str
@@ -33,6 +34,7 @@ class TaskOutcome:
     duration: float
     wait: float | None
     error: str = ""
+    limit: str | None = None
 
 
 OutcomeHook = Callable[[TaskOutcome], None]

@@ -167,9 +167,9 @@ class Processor:
                 await self._wait(self._wake, self.cfg.idle_poll_interval)
                 continue
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
-            for q, tid, data, since in got:
+            for q, tid, data, since, limit in got:
                 try:
-                    self._start(q, tid, data, max(0.0, now - since) if since else None)
+                    self._start(q, tid, data, max(0.0, now - since) if since else None, limit)
                 except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
                     log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
 
@@ -187,7 +187,7 @@ class Processor:
 
     # running
 
-    def _start(self, q: str, tid: str, data: bytes, wait: float | None) -> None:
+    def _start(self, q: str, tid: str, data: bytes, wait: float | None, limit: str | None = None) -> None:
         now = time.time()
         try:
             msg = decode_task_message(data, queue=q, task_id=tid)
@@ -198,7 +198,7 @@ class Processor:
         deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
         at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE),
-                        wait=wait)
+                        wait=wait, limit=limit)
         self.rt.active[tid] = at
         self.running += 1
         self._idle.clear()
@@ -250,7 +250,7 @@ class Processor:
         if hooks:
             ended = at.ended or time.time()
             call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
-                                          max(0.0, ended - at.started), at.wait, error))
+                                          max(0.0, ended - at.started), at.wait, error, at.limit))
 
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg

@@ -31,6 +31,7 @@ class ActiveTask:
     handle: asyncio.Task[None] | None = None
     stop_reason: str = ""  # why we cancelled it: "canceled", "lease", "shutdown"
     wait: float | None = None  # seconds from pending_since to start (None: unknown)
+    limit: str | None = None  # the flow-control limit it waited on before it started (None: it did not wait)
     ended: float = 0.0  # when the handler returned or raised
 
 

@@ -7,6 +7,7 @@ asynqpy: so that Go asynq never trips over them; per-queue ones carry the same {
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 
 QUEUES = "asynq:queues"
@@ -228,17 +229,39 @@ def scheduler_ours(list_key: str) -> str:
 
 # -- per-task-type aggregates written by the workers' outcome hook (asynqpy.typestats), one hash tag
 
-TYPE_INDEX = "asynqpy:{types}:index"  # zset: task type -> the last minute (Unix min) it was recorded
+# zset: JSON [queue, task type] -> the last minute (Unix min) that type was recorded in that queue
+TYPE_QUEUE_INDEX = "asynqpy:{types}:qindex"
 MARKS = "asynqpy:{types}:marks"  # zset: deploy marks (JSON members), scored by their Unix seconds
 
 
+def type_queue_minute(queue: str, task_type: str, minute: int) -> str:
+    """One task type's counters and histogram buckets in one queue for one minute (minute: Unix seconds // 60).
+    The queue's length comes first, so no (queue, type) pair's key is another's."""
+    return f"asynqpy:{{types}}:qm:{minute}:{len(queue)}:{queue}:{task_type}"
+
+
+def type_queue_hour(queue: str, task_type: str, hour: int) -> str:
+    """The same counters summed over one hour (hour: Unix seconds // 3600), for the 24 h and 72 h views."""
+    return f"asynqpy:{{types}}:qh:{hour}:{len(queue)}:{queue}:{task_type}"
+
+
+def type_queue_member(queue: str, task_type: str) -> str:
+    """A (queue, task type) pair as a member of TYPE_QUEUE_INDEX: compact JSON, so any names round-trip."""
+    return json.dumps([queue, task_type], separators=(",", ":"), ensure_ascii=False)
+
+
+# Before per-queue roles the aggregates had no queue: workers of earlier versions still write these (readers
+# count them only for users who may see every queue; they expire within 72 h of the last such worker).
+TYPE_INDEX = "asynqpy:{types}:index"  # zset: task type -> the last minute (Unix min) it was recorded
+
+
 def type_minute(task_type: str, minute: int) -> str:
-    """One task type's counters and histogram buckets for one minute (minute: Unix seconds // 60)."""
+    """Earlier workers' counters of one task type (every queue) for one minute."""
     return f"asynqpy:{{types}}:m:{minute}:{task_type}"
 
 
 def type_hour(task_type: str, hour: int) -> str:
-    """The same counters summed over one hour (hour: Unix seconds // 3600), for the 24 h and 72 h views."""
+    """Earlier workers' counters of one task type (every queue) for one hour."""
     return f"asynqpy:{{types}}:h:{hour}:{task_type}"
 
 

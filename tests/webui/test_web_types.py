@@ -30,10 +30,10 @@ from tests.webui.livekit import Browser, serve
 ODD = "odd/type~name"
 
 
-def _record(r: redis.Redis, ttype: str, n: int, failed: int, seconds: float, at: float) -> None:
+def _record(r: redis.Redis, ttype: str, n: int, failed: int, seconds: float, at: float, queue: str = "default") -> None:
     fields = {"n": n, "f": failed, "rt": round(n * seconds * 1000), f"r{bucket(seconds)}": n, "wn": n,
               "wt": n * 10, f"w{bucket(0.01)}": n}
-    SyncRunner(r).run(record_type_stats([(ttype, int(at // 60), fields)]))
+    SyncRunner(r).run(record_type_stats([(queue, ttype, int(at // 60), fields)]))
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 -- dequeue: move up to N pending tasks to active, each with a lease, in one step (asynq's Dequeue, batched).
 -- KEYS[1] pending   KEYS[2] paused   KEYS[3] active   KEYS[4] lease
 -- ARGV[1] lease expiry (Unix s)   ARGV[2] task key prefix   ARGV[3] max tasks
--- ARGV[4] "1" to add each task's pending_since (ns string, '' when unset) after its msg (optional)
+-- ARGV[4] "1" to add each task's pending_since (ns string, '' when unset) after its msg (optional); "2" to add
+-- that and then the limit the task waited on (its limit_wait field: a limit's name, '' when it did not wait)
 -- returns a flat list id1, msg1, id2, msg2, ... (id, msg, since triples with ARGV[4]; empty when paused or
 -- nothing is pending).
 -- An id whose hash is gone is dropped from active rather than handed out.
@@ -15,7 +16,8 @@ if redis.call("EXISTS", KEYS[2]) == 1 then
 end
 local MAX_BLOCKED = 100
 local out = {}
-local with_since = ARGV[4] == "1"
+local with_since = ARGV[4] == "1" or ARGV[4] == "2"
+local with_wait = ARGV[4] == "2"
 local max = tonumber(ARGV[3])
 local n = 0
 local lp = limits_prefix_of(KEYS[1])
@@ -23,13 +25,14 @@ local list = load_limits(lp)
 local now_ms = list and clock("").ms
 
 local function start(id, key, msg)
-  local since = with_since and (redis.call("HGET", key, "pending_since") or "")
+  local f = with_since and redis.call("HMGET", key, "pending_since", "limit_wait")
   redis.call("HSET", key, "state", "active")
   redis.call("HDEL", key, "pending_since", "limit_wait")
   redis.call("ZADD", KEYS[4], ARGV[1], id)
   out[#out + 1] = id
   out[#out + 1] = msg
-  if with_since then out[#out + 1] = since end
+  if with_since then out[#out + 1] = f[1] or "" end
+  if with_wait then out[#out + 1] = f[2] or "" end
   n = n + 1
 end
 
