@@ -42,7 +42,9 @@ class HandedPop:
             if conn is None:
                 conn = self._conn = self._pool.make_connection()
             try:
-                await conn.send_command("BLPOP", *boxes, timeout)  # connects first when not connected
+                if not conn.is_connected:  # connect() as the pool does: a Sentinel's connection asks for the primary
+                    await conn.connect()
+                await conn.send_command("BLPOP", *boxes, timeout)
                 item = await conn.read_response()  # the socket timeout (10 s) is well past the block
             except BaseException:
                 # a broken, timed-out or cancelled read may leave a reply on the wire: the next pop reconnects

@@ -11,6 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from asynqpy import Client, ServeMux, Task
+from asynqpy.connection import connect
 from asynqpy.options import build_options
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
@@ -213,3 +214,27 @@ def test_the_lane_blocks_again_after_its_connection_is_killed(redis_url: str, r:
         wait_for(ran.is_set, timeout=10, what="the handed task to run once the lane reconnected")
         wait_for(blocked, what="the lane blocking again")
     assert got == [b"after"]
+
+
+def test_a_worker_behind_sentinel_gets_handed_tasks(redis_sentinel, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    """The lane's own connection finds the primary through Sentinel (as the pool's connections do), not the default
+    host: a task handed over at enqueue runs."""
+    if isinstance(r, RedisCluster):
+        pytest.skip("Sentinel has its own servers; once is enough")
+    url = redis_sentinel.url
+    primary = connect(url)
+    mux = ServeMux()
+    ran = threading.Event()
+    mux.handle("t", lambda t: ran.set())
+    try:
+        with running(url, mux) as srv:
+            sid = srv.runtime.server_id  # type: ignore[union-attr]
+            wait_for(lambda: primary.zscore(keys.waiters("default"), sid), what="the registration")
+            wait_for(lambda: any(c.get("cmd") == "blpop" for c in primary.client_list()), what="the lane blocking")
+            tid = Client(url).enqueue(Task("t", b"")).id
+            assert primary.hget(keys.task("default", tid), "state") == b"active"  # handed over
+            wait_for(ran.is_set, what="the handed task to run")
+    finally:
+        for k in primary.keys("asynq*"):
+            primary.delete(k)
+        primary.close()
