@@ -178,6 +178,12 @@ def limit_wait_list(q: str, member: str) -> str:
     return f"asynqpy:{{{q}}}:lwait:{member}"
 
 
+def limit_types(q: str) -> str:
+    """The type index of q's limits: task type -> the names of the limits it matches (filled by the dequeue
+    and hand-off scripts, dropped when the queue's limits change: lua/_limits.lua, lua/write_limits.lua)."""
+    return f"asynqpy:{{{q}}}:ltypes"
+
+
 def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 

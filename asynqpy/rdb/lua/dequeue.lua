@@ -22,7 +22,11 @@ local max = tonumber(ARGV[3])
 local n = 0
 local lp = limits_prefix_of(KEYS[1])
 local list = load_limits(lp)
-local now_ms = list and clock("").ms
+local now_ms  -- read (TIME) only when a task falls under a limit: an unlimited type does not pay for it
+local function now()
+  now_ms = now_ms or clock("").ms
+  return now_ms
+end
 
 local function start(id, key, msg)
   local f = with_since and redis.call("HMGET", key, "pending_since", "limit_wait")
@@ -36,7 +40,7 @@ local function start(id, key, msg)
   n = n + 1
 end
 
-if list then
+if list and list.waiting then
   -- the waiting tasks first, the partitions to look at again soonest first
   for _, member in ipairs(redis.call("ZRANGE", lp .. "lwaiting", 0, 19)) do
     if n >= max then
@@ -56,7 +60,7 @@ if list then
         unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
       else
         local matched = limits_of(list, msg)
-        local m, at = admit(lp, KEYS[4], matched, id, now_ms, ARGV[1])
+        local m, at = admit(lp, KEYS[4], matched, id, now(), ARGV[1])
         if not m then
           unwait(lp, wl)
           redis.call("LPUSH", KEYS[3], id)
@@ -90,8 +94,9 @@ while n < max do
     redis.call("LREM", KEYS[3], 1, id)
   else
     local m, at
-    if list then
-      m, at = admit(lp, KEYS[4], limits_of(list, msg), id, now_ms, ARGV[1])
+    local matched = list and limits_of(list, msg)
+    if matched and #matched > 0 then
+      m, at = admit(lp, KEYS[4], matched, id, now(), ARGV[1])
     end
     if m then
       redis.call("LREM", KEYS[3], 1, id)
