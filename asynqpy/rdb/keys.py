@@ -70,7 +70,19 @@ def state_key(q: str, state: str) -> str:
 
 
 def utc_date(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d")
+    """The UTC date of Unix time t, "2024-05-01" (each acknowledgement names the day's counters: strftime is
+    slow, so the day's text is kept and reused while t stays within that day)."""
+    global _day
+    day = _day
+    if day[0] <= t < day[1]:
+        return day[2]
+    start = t // 86400 * 86400
+    text = datetime.fromtimestamp(start, tz=UTC).strftime("%Y-%m-%d")
+    _day = (start, start + 86400, text)
+    return text
+
+
+_day: tuple[float, float, str] = (0.0, 0.0, "")
 
 
 def processed_daily(q: str, t: float) -> str:
@@ -299,6 +311,11 @@ def job(job_id: str) -> str:
 def web_session(digest: str) -> str:
     """Our own: a dashboard login session's hash, named by a digest of its id (never the cookie's id itself)."""
     return f"asynqpy:{{web}}:session:{digest}"
+
+
+# Our own: a counter every end of a session bumps (logout, a user's sessions ended), so each app process, which
+# keeps the sessions it checked in memory, learns with one GET that it must read them afresh.
+WEB_SESSIONS_EPOCH = "asynqpy:{web}:sessions-epoch"
 
 
 def web_user_sessions(user: str) -> str:
