@@ -96,7 +96,7 @@ def log_in(page: Any, base: str, name: str) -> None:
 
 
 def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     base = site["base"]
     ids = archived(site["url"])

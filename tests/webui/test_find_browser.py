@@ -36,7 +36,7 @@ def site(redis_url: str, users_path: Path) -> Iterator[str]:
 
 def test_filter_then_replay_all_that_match_and_find_the_audit_record(site: str, browser: Any,
                                                                       redis_url: str) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     ids = make_state(redis_url)
     ctx = browser.new_context()

@@ -268,7 +268,7 @@ def _browser_login(page: Any, base: str, name: str) -> None:
 @needs_chromium
 def test_browser_billing_operator_sees_billing_figures_and_pauses_its_entry(
         live: str, browser: Any, r: redis.Redis, recorded: None, entries: dict[str, str]) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     ctx = browser.new_context(viewport={"width": 1600, "height": 900})
     page = ctx.new_page()

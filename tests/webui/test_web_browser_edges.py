@@ -103,7 +103,7 @@ def test_every_changing_page_refreshes_and_pauses_while_hidden(site: dict[str, A
 
 
 def test_deletes_and_archives_ask_first_with_the_count(site: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     base, ids = site["base"], site["ids"]
     ctx = browser.new_context()
@@ -149,7 +149,7 @@ def test_deletes_and_archives_ask_first_with_the_count(site: dict[str, Any], bro
 
 
 def test_replay_all_shows_its_job_by_the_button_with_its_own_message(site: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     base, r = site["base"], site["redis"]
     from asynqpy import Client, Task

@@ -55,7 +55,7 @@ def page(base: str, browser: Any) -> Iterator[Any]:
 
 
 def test_a_polling_page_shows_redis_down_and_recovers(page: Any, base: str, fault_url: str) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     page.goto(base + "/queues/mail")
     body = page.locator("#queue-body")

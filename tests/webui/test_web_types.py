@@ -132,7 +132,7 @@ def _login(page: Any, base: str, name: str) -> None:
 
 @needs_chromium
 def test_browser_types_page_draws_a_deploy_mark(live: str, browser: Any, r: redis.Redis) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     now = time.time()
     for i in range(10):
@@ -156,7 +156,7 @@ def test_browser_types_page_draws_a_deploy_mark(live: str, browser: Any, r: redi
 @needs_chromium
 def test_browser_operator_pauses_a_cron_entry(live: str, browser: Any, r: redis.Redis,
                                              scheduler: tuple[Scheduler, str]) -> None:
-    from playwright.sync_api import expect
+    from tests.webui.browserkit import expect
 
     _, eid = scheduler
     wait_for(lambda: r.zcard(keys.SCHEDULERS) == 1, what="the scheduler's entries")
