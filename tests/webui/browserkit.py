@@ -89,7 +89,7 @@ class PlaywrightThread:
 class Remote:
     """A Playwright object that lives in the Playwright thread; attributes and calls are carried out there."""
 
-    __slots__ = ("_target", "_owner")
+    __slots__ = ("_owner", "_target")
 
     def __init__(self, target: Any, owner: PlaywrightThread) -> None:
         self._target = target
