@@ -6,9 +6,15 @@ be called from a running event loop".) Tests in one module run in file order, so
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
-from tests.webui.browserkit import expect
+import pytest
+
+from tests.webui.browserkit import CHROMIUM, expect
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
+                                "(apt-get install chromium)")
 
 
 async def _answer() -> int:
