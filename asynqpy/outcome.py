@@ -39,6 +39,18 @@ class TaskOutcome:
 
 OutcomeHook = Callable[[TaskOutcome], None]
 
+_new = object.__new__
+
+
+def task_outcome(queue: str, task_type: str, task_id: str, outcome: Outcome, started_at: float, duration: float,
+                 wait: float | None, error: str = "", limit: str | None = None) -> TaskOutcome:
+    """TaskOutcome(...) at half the cost: the processor makes one per task, and a frozen dataclass's __init__
+    sets each field through object.__setattr__."""
+    o = _new(TaskOutcome)
+    o.__dict__.update(queue=queue, task_type=task_type, task_id=task_id, outcome=outcome, started_at=started_at,
+                      duration=duration, wait=wait, error=error, limit=limit)
+    return o
+
 
 def call_hooks(hooks: Sequence[OutcomeHook], outcome: TaskOutcome) -> None:
     """Call each hook; one that raises is logged and the others still run (a hook never breaks processing)."""

@@ -40,6 +40,15 @@ def bucket(seconds: float) -> int:
     return bisect.bisect_left(BUCKETS, seconds)
 
 
+# The counters of one (task type, minute), by index: n, f, rt, wn, wt, then r<i>, then w<i> (see the module's
+# docstring); observe() adds to a list of these, take() turns each list into its non-zero fields.
+FIELDS: tuple[str, ...] = ("n", "f", "rt", "wn", "wt", *(f"r{i}" for i in range(len(BUCKETS) + 1)),
+                           *(f"w{i}" for i in range(len(BUCKETS) + 1)))
+_INDEX = {name: i for i, name in enumerate(FIELDS)}
+_R0 = _INDEX["r0"]
+_W0 = _INDEX["w0"]
+
+
 class TypeStats:
     """Counts outcomes per (queue, task type, minute) in memory; thread-safe. `observe` is the outcome hook."""
 
@@ -47,19 +56,14 @@ class TypeStats:
         self.max_types = max_types
         self.max_pending = max_pending
         self._lock = threading.Lock()
-        self._groups: dict[tuple[str, str, int], dict[str, int]] = {}
+        self._groups: dict[tuple[str, str, int], list[int]] = {}
         self._types: set[tuple[str, str]] = set()
         self.dropped = 0  # groups given up while Redis stayed unreachable (logged)
 
     def observe(self, o: TaskOutcome) -> None:
-        """The outcome hook: a few dictionary updates under a lock, no Redis call."""
-        ended = o.started_at + o.duration
-        minute = int(ended // 60)
-        fields = {"n": 1, "rt": round(o.duration * 1000), f"r{bucket(o.duration)}": 1}
-        if o.outcome in FAILED:
-            fields["f"] = 1
-        if o.wait is not None:
-            fields.update({"wn": 1, "wt": round(o.wait * 1000), f"w{bucket(o.wait)}": 1})
+        """The outcome hook: a few list additions under a lock, no Redis call (it runs once per task)."""
+        duration, wait = o.duration, o.wait
+        minute = int((o.started_at + duration) // 60)
         with self._lock:
             pair = (o.queue, o.task_type)
             if pair not in self._types:
@@ -67,19 +71,35 @@ class TypeStats:
                     pair = (o.queue, OTHER)  # still under its queue: a per-queue role filters it too
                 else:
                     self._types.add(pair)
-            self._add(pair[0], pair[1], minute, fields)
+            key = (pair[0], pair[1], minute)
+            c = self._groups.get(key)
+            if c is None:
+                c = self._groups[key] = [0] * len(FIELDS)
+            c[0] += 1
+            if o.outcome in FAILED:
+                c[1] += 1
+            c[2] += round(duration * 1000)
+            c[_R0 + bisect.bisect_left(BUCKETS, duration)] += 1
+            if wait is not None:
+                c[3] += 1
+                c[4] += round(wait * 1000)
+                c[_W0 + bisect.bisect_left(BUCKETS, wait)] += 1
 
     def _add(self, queue: str, ttype: str, minute: int, fields: Mapping[str, int]) -> None:
-        group = self._groups.setdefault((queue, ttype, minute), {})
+        key = (queue, ttype, minute)
+        c = self._groups.get(key)
+        if c is None:
+            c = self._groups[key] = [0] * len(FIELDS)
         for k, v in fields.items():
-            group[k] = group.get(k, 0) + v
+            c[_INDEX[k]] += v
 
     def take(self) -> dict[tuple[str, str, int], dict[str, int]]:
-        """Everything counted since the last take (the caller writes it, or gives it back)."""
+        """Everything counted since the last take, each group's non-zero fields (the caller writes it, or gives
+        it back)."""
         with self._lock:
             groups, self._groups = self._groups, {}
             self._types.clear()
-            return groups
+        return {k: {FIELDS[i]: v for i, v in enumerate(c) if v} for k, c in groups.items()}
 
     def give_back(self, groups: Mapping[tuple[str, str, int], Mapping[str, int]]) -> None:
         """Merge groups a failed flush could not write, dropping the oldest beyond max_pending."""

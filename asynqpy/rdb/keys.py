@@ -70,7 +70,19 @@ def state_key(q: str, state: str) -> str:
 
 
 def utc_date(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d")
+    """The UTC date of Unix time t, "2024-05-01" (each acknowledgement names the day's counters: strftime is
+    slow, so the day's text is kept and reused while t stays within that day)."""
+    global _day
+    day = _day
+    if day[0] <= t < day[1]:
+        return day[2]
+    start = t // 86400 * 86400
+    text = datetime.fromtimestamp(start, tz=UTC).strftime("%Y-%m-%d")
+    _day = (start, start + 86400, text)
+    return text
+
+
+_day: tuple[float, float, str] = (0.0, 0.0, "")
 
 
 def processed_daily(q: str, t: float) -> str:
