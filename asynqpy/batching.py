@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import operator
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from asynqpy.errors import InvalidArgumentError, TaskIDConflictError
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, check_task_type, new_task_ids
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.overlap import Pack
 from asynqpy.rdb.packer import EnqueuePacker, ManyPacker, MessageTemplate
 from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
 from asynqpy.task import Task, TaskInfo, TaskState
@@ -109,17 +111,31 @@ class SameOptions:
     def outcomes(self, items: Sequence[Item], raw: Any) -> list[TaskInfo | Exception]:
         """The outcome of each item of one command from commands(), from its raw reply (a code per task from
         the enqueue_many script, one code from the others, or the error of the whole command)."""
-        codes = raw if isinstance(raw, list) else [raw] * len(items)
-        return [self.outcome(it, c) for it, c in zip(items, codes, strict=True)]
+        if not isinstance(raw, list):
+            return [self.outcome(it, raw) for it in items]
+        make, outcome = self.infos.make, self.outcome
+        return [make(it[0], it[1]) if c == 1 else outcome(it, c) for it, c in zip(items, raw, strict=True)]
 
     def item(self, task: Task, new_id: str, task_id: str | None = None) -> Item:
         """The task prepared, with its id: task_id, else the options' task_id, else new_id."""
         tid = task_id or self.task_id or new_id
         if tid == new_id:
             self._drawn.add(tid)
+            if not self.base.unique_ttl and not task.headers:  # the hot path (see items())
+                return task, tid, self.template.encode_drawn(task.type, task.payload, tid), ""
         payload = None if task.nil_payload else task.payload
         ukey = keys.unique(self.base.queue, task.type, payload) if self.base.unique_ttl else ""
         return task, tid, self.template.encode(task.type, payload, task.headers, tid, ukey), ukey
+
+    def items(self, tasks: Sequence[Task], ids: Sequence[str]) -> list[Item]:
+        """item() of each task with its drawn id (options without a task_id, as enqueue_many's), the plain
+        tasks' message bytes by the template's hot path."""
+        if self.task_id is not None or self.base.unique_ttl:
+            return [self.item(t, i) for t, i in zip(tasks, ids, strict=True)]
+        self._drawn.update(ids)
+        drawn, encode = self.template.encode_drawn, self.template.encode
+        return [(t, i, encode(t.type, None if t.nil_payload else t.payload, t.headers, i, "") if t.headers
+                 else drawn(t.type, t.payload, i), "") for t, i in zip(tasks, ids, strict=True)]
 
     def drew(self, task_id: str) -> bool:
         """Whether this id was drawn here (not given by the caller)."""
@@ -151,13 +167,28 @@ class Batch:
         self.chunk = chunk
         self.queue = options.queue
         self.same = SameOptions(options, now)
-        todo = [check_task(t, "tasks") for t in tasks]
-        self.prepared = [self.same.item(t, i) for t, i in zip(todo, new_task_ids(len(todo)), strict=True)]
+        self.todo = [check_task(t, "tasks") for t in tasks]  # all checked before anything is sent
+        self._ids = new_task_ids(len(self.todo))
         self.out: list[TaskInfo | Exception] = []
+        self._sent: deque[tuple[list[Item], list[tuple[bytes, int]]]] = deque()
 
     def parts(self) -> Iterator[list[Item]]:
-        for start in range(0, len(self.prepared), self.chunk):
-            yield self.prepared[start:start + self.chunk]
+        """The tasks prepared (id, message bytes) a chunk at a time, as they are sent."""
+        items, todo, ids, chunk = self.same.items, self.todo, self._ids, self.chunk
+        for start in range(0, len(todo), chunk):
+            yield items(todo[start:start + chunk], ids[start:start + chunk])
+
+    def packs(self) -> Iterator[Pack]:
+        """Each chunk's packed commands for overlap.send_overlapped; take() records their replies."""
+        for part in self.parts():
+            cmds = self.same.commands(part)
+            self._sent.append((part, cmds))
+            yield [c for c, _ in cmds], [self.same.script] * len(cmds)
+
+    def take(self, raws: Sequence[Any]) -> None:
+        """The outcomes of the oldest chunk from packs() from its raw replies."""
+        part, cmds = self._sent.popleft()
+        self.record(part, cmds, raws)
 
     def calls(self, part: list[Item]) -> list[Call[None]]:
         last = len(part) - 1
@@ -215,9 +246,12 @@ class AsyncEnqueuer:
         groups: dict[Any, list[tuple[Item, asyncio.Future[TaskInfo]]]] = {}
         packed: list[bytes] = []
         scripts: list[Script | None] = []
+        keyed: dict[int, Any] = {}  # options objects seen (alive in batch meanwhile) -> their key
         for (task, options, fut), new_id in zip(batch, new_task_ids(len(batch)), strict=True):
             try:
-                key = options_key(options)  # equal options but task_id share one SameOptions
+                key = keyed.get(id(options))  # the same object (options_from shares them): known
+                if key is None:
+                    key = keyed[id(options)] = options_key(options)  # equal but task_id share one SameOptions
                 same = shared.get(key)
                 if same is None:
                     # Built without the task_id: that stays each caller's own (passed to item below).

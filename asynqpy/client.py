@@ -19,6 +19,7 @@ from asynqpy.errors import InvalidArgumentError, NotDurableError, TaskIDConflict
 from asynqpy.options import EnqueueOptions, TaskOptions, options_from
 from asynqpy.rdb import broker, state
 from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
+from asynqpy.rdb.overlap import asend_overlapped, send_overlapped
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo
 from asynqpy.wire import TaskMessage
@@ -167,17 +168,15 @@ class Client:
         now = time.time()
         batch = Batch(tasks, options, now, chunk)
         with reaching(self.url):
-            if batch.prepared:
+            if batch.todo:
                 self._runner.run(state.register_queue(batch.queue))
             durable = batch.same.base.durable
-            for part in batch.parts():
+            if durable is None and self._runner.plain:  # Redis runs a chunk while the next is packed
+                send_overlapped(self._runner, batch.packs(), batch.take)
+            for part in batch.parts() if durable is not None or not self._runner.plain else ():
                 if durable is not None:
                     results = self._runner.run_many_durable(batch.calls(part), durable)
                     batch.record_parsed(part, _unconfirmed(*results))
-                elif self._runner.plain:
-                    cmds = batch.same.commands(part)
-                    raws = self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
-                    batch.record(part, cmds, raws)
                 else:
                     batch.record_parsed(part, self._runner.run_many(batch.calls(part)))
         return _ours(batch.out, self.url)
@@ -270,17 +269,15 @@ class AsyncClient:
         now = time.time()
         batch = Batch(tasks, options, now, chunk)
         with reaching(self.url):
-            if batch.prepared:
+            if batch.todo:
                 await self._runner.run(state.register_queue(batch.queue))
             durable = batch.same.base.durable
-            for part in batch.parts():
+            if durable is None and self._runner.plain:  # Redis runs a chunk while the next is packed
+                await asend_overlapped(self._runner, batch.packs(), batch.take)
+            for part in batch.parts() if durable is not None or not self._runner.plain else ():
                 if durable is not None:
                     results = await self._runner.run_many_durable(batch.calls(part), durable)
                     batch.record_parsed(part, _unconfirmed(*results))
-                elif self._runner.plain:
-                    cmds = batch.same.commands(part)
-                    raws = await self._runner.send_scripts([c for c, _ in cmds], [batch.same.script] * len(cmds))
-                    batch.record(part, cmds, raws)
                 else:
                     batch.record_parsed(part, await self._runner.run_many(batch.calls(part)))
         return _ours(batch.out, self.url)

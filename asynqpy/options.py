@@ -26,12 +26,21 @@ DEFAULT_TIMEOUT = 1800  # seconds; asynq writes it only when neither timeout nor
 Duration = int | float | timedelta
 
 
+# The version (4) and variant (RFC 4122) bits of a UUIDv4 set in bytes 6 and 8 of each 16, by translation tables:
+# the whole batch at once, not per id.
+_VERSION4 = bytes((x & 0x0F) | 0x40 for x in range(256))
+_VARIANT = bytes((x & 0x3F) | 0x80 for x in range(256))
+
+
 def new_task_ids(n: int) -> list[str]:
     """n random UUIDv4s in their text form, as str(uuid.uuid4()) gives them, from one read of the OS's random
     source."""
-    h = os.urandom(16 * n).hex()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{'89ab'[int(h[i + 16], 16) & 3]}"
-            f"{h[i + 17:i + 20]}-{h[i + 20:i + 32]}" for i in range(0, 32 * n, 32)]
+    b = bytearray(os.urandom(16 * n))
+    b[6::16] = b[6::16].translate(_VERSION4)
+    b[8::16] = b[8::16].translate(_VARIANT)
+    h = b.hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-{h[i + 12:i + 16]}-{h[i + 16:i + 20]}-{h[i + 20:i + 32]}"
+            for i in range(0, 32 * n, 32)]
 
 
 def new_task_id() -> str:
@@ -256,6 +265,9 @@ _CHECKS: dict[str, Callable[[Any, str], object]] = {f.name: f.metadata["check"]
 DEFAULT_OPTIONS = TaskOptions()
 
 
+_MERGED: dict[tuple[tuple[str, type, Any], ...], TaskOptions] = {}  # options_from(None, fields) by fields
+
+
 def options_from(options: TaskOptions | None, fields: Mapping[str, Any]) -> TaskOptions:
     """The options of one call: options (or the defaults) with the keyword fields winning.
 
@@ -263,7 +275,19 @@ def options_from(options: TaskOptions | None, fields: Mapping[str, Any]) -> Task
     value.
     """
     if options is None:
-        return DEFAULT_OPTIONS.merge(fields) if fields else DEFAULT_OPTIONS
+        if not fields:
+            return DEFAULT_OPTIONS
+        try:  # the same keywords again (`enqueue(t, queue="emails")` in a loop): the same (immutable) options
+            key = tuple((k, type(v), v) for k, v in fields.items())  # True == 1: the type tells them apart
+            merged = _MERGED.get(key)
+        except TypeError:  # a value that is no dict key (a list...): merged anew, and checked there
+            return DEFAULT_OPTIONS.merge(fields)
+        if merged is None:
+            merged = DEFAULT_OPTIONS.merge(fields)
+            if len(_MERGED) >= 256:  # e.g. a process_at per call: keep the cache small
+                _MERGED.clear()
+            _MERGED[key] = merged
+        return merged
     if not isinstance(options, TaskOptions):
         raise _bad("options", f"options must be a TaskOptions, not {type(options).__name__}")
     return options.merge(fields)

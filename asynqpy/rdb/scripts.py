@@ -10,7 +10,8 @@ import asyncio
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -209,6 +210,21 @@ class SyncRunner:
             if own:
                 self._lock.release()
 
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """The runner's own connection, or one from the pool while another thread uses that (see send())."""
+        own = self._lock.acquire(blocking=False)
+        try:
+            conn = self._own() if own else self._pool.get_connection()
+            try:
+                yield conn
+            finally:
+                if not own:
+                    self._pool.release(conn)
+        finally:
+            if own:
+                self._lock.release()
+
     def _own(self) -> Any:
         """The runner's own connection (a new one in a forked child); it reconnects by itself when dropped."""
         if self._conn is None or self._conn_pid != os.getpid():
@@ -357,6 +373,11 @@ class AsyncRunner:
         self.redis = client
         self._pool = _plain_pool(client)
         self.plain = self._pool is not None  # send() and send_scripts() work
+
+    @property
+    def pool(self) -> Any:
+        """The plain client's connection pool (only when self.plain)."""
+        return self._pool
 
     async def send(self, packed: Sequence[bytes]) -> list[Any]:
         """See SyncRunner.send."""

@@ -194,3 +194,37 @@ def test_enqueue_many_hands_the_oldest_tasks_to_idle_workers(redis_url: str, r: 
     assert r.hget(keys.task("default", ids[-1]), "pending_since") is not None
     woken = [m for m in iter(lambda: p.get_message(timeout=0.2), None) if m["type"] == "message"]
     assert len(woken) == 1  # one wake-up for the chunk (its last run), not one per task
+
+
+def test_drawn_id_messages_are_those_of_the_plain_path() -> None:
+    from asynqpy.options import new_task_ids
+
+    for opts in OPTIONS:
+        resolved = opts.resolve(NOW, task_id="-")
+        template = MessageTemplate(resolved)
+        for t, tid in zip(TASKS, new_task_ids(len(TASKS)), strict=True):
+            if t.headers or resolved.unique_ttl:
+                continue
+            want = message(t, opts.resolve(NOW, task_id=tid)).SerializeToString()
+            assert template.encode_drawn(t.type, t.payload, tid) == want
+
+
+def test_enqueue_many_keeps_the_order_and_a_conflict_per_task(redis_url: str, r: redis.Redis) -> None:
+    from asynqpy.batching import RUN
+
+    c = Client(redis_url)
+    out = c.enqueue_many([Task("t", b"%d" % i) for i in range(RUN * 3 + 7)], queue="order", chunk=RUN * 2)
+    ids = [o.id for o in out if isinstance(o, TaskInfo)]
+    assert len(ids) == RUN * 3 + 7
+    assert [x.decode() for x in reversed(r.lrange(keys.pending("order"), 0, -1))] == ids  # FIFO: oldest first
+    # one run of the enqueue_many script with a taken id in its middle: that task alone is refused
+    from asynqpy.batching import SameOptions
+
+    same = SameOptions(TaskOptions(queue="order"), NOW)
+    items = same.items([Task("t", b"a"), Task("t", b"b"), Task("t", b"c")], [ids[5], "x" * 36, "y" * 36])
+    ((cmd, n),) = same.commands(items)
+    raws = c._runner.send_scripts([cmd], [same.script])
+    codes = [type(o).__name__ for o in same.outcomes(items, raws[0])]
+    assert n == 3 and raws[0] == [0, 1, 1]
+    assert codes == ["TaskInfo", "TaskInfo", "TaskInfo"]  # a drawn id's conflict: our own re-send, enqueued
+    assert [x.decode() for x in r.lrange(keys.pending("order"), 0, 1)] == ["y" * 36, "x" * 36]

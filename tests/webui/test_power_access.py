@@ -29,7 +29,7 @@ from inspector import Inspector
 from inspector.auditrefused import RefusedLog
 from tests.helpers import wait_for
 from tests.webui.authkit import make_app
-from tests.webui.browserkit import CHROMIUM
+from tests.webui.browserkit import CHROMIUM, expect
 from tests.webui.livekit import Browser, Reply, serve
 from webui.users import UsersFile
 
@@ -268,8 +268,6 @@ def _browser_login(page: Any, base: str, name: str) -> None:
 @needs_chromium
 def test_browser_billing_operator_sees_billing_figures_and_pauses_its_entry(
         live: str, browser: Any, r: redis.Redis, recorded: None, entries: dict[str, str]) -> None:
-    from playwright.sync_api import expect
-
     ctx = browser.new_context(viewport={"width": 1600, "height": 900})
     page = ctx.new_page()
     _browser_login(page, live, "onlyb")
