@@ -65,8 +65,7 @@ class QueueStateCollector(Collector):
             errors, conn_errors = self.scrape_errors, self.connection_errors
         if snap is not None:
             yield from queue_families(snap)
-            if not stale and not trouble:
-                yield from self._flow_families([q.queue for q in snap.queues])
+            yield from self._flow_families(snap)  # with the queue series, of the same snapshot
         up = GaugeMetricFamily("asynqpy_redis_up", "1 when the last scrape found Redis answering normally, else 0 "
                                                    "(unreachable, or in trouble: see asynqpy_redis_degraded).")
         up.add_metric([], 0.0 if trouble else 1.0)
@@ -100,25 +99,21 @@ class QueueStateCollector(Collector):
         dur.add_metric([], time.perf_counter() - t0)
         yield dur
 
-    def _flow_families(self, queues: list[str]) -> Iterator[Metric]:
+    @staticmethod
+    def _flow_families(snap: QueueSnapshot) -> Iterator[Metric]:
         """Flow control: enqueues refused by each queue's backpressure limit, and tasks held back by each limit
-        (asynqpy.backpressure, asynqpy.limits); counters kept in Redis by the scripts, read in one round trip."""
-        try:
-            refused = self.inspector.enqueue_refusals(queues)
-            held = self.inspector.limit_waits(queues)
-        except Exception as exc:  # the queue series are out already; these come back with the next scrape
-            self.trouble.note(exc, "flow-control counters")
-            return
+        (asynqpy.backpressure, asynqpy.limits); counters kept in Redis by the scripts, read with the snapshot."""
         ref = CounterMetricFamily("asynqpy_queue_enqueue_refused_total", "Enqueues refused because the queue was "
                                   "past its backpressure limit (asynqpy queue limit), by all asynqpy producers.",
                                   labels=["queue"])
-        for q, n in refused.items():
-            ref.add_metric([q], n)
+        for q in snap.queues:
+            ref.add_metric([q.queue], q.enqueue_refused)
         yield ref
         waits = CounterMetricFamily("asynqpy_limit_waits_total", "Times a task was held back by a flow-control "
                                     "limit (asynqpy limit) instead of starting.", labels=["queue", "limit"])
-        for (q, name), n in held.items():
-            waits.add_metric([q, name], n)
+        for q in snap.queues:
+            for name, n in q.limit_waits:
+                waits.add_metric([q.queue, name], n)
         yield waits
 
     def _read(self) -> tuple[float | None, QueueSnapshot | None, str]:

@@ -32,6 +32,8 @@ class QueueInfo:
     oldest_archived_at / oldest_archived_age: when the longest-archived task was archived, and seconds since
     (0 when none). oldest_retry_failed_at / oldest_retry_age: the earliest last failure among the 20 retry
     tasks due soonest (the retry set is ordered by due time, not by failure time: a sample), seconds since.
+    enqueue_refused: enqueues refused so far by the queue's backpressure limit (asynqpy.backpressure).
+    limit_waits: (limit, times a task was held back by it) pairs, as Redis lists them (asynqpy.limits).
     """
 
     queue: str
@@ -59,6 +61,8 @@ class QueueInfo:
     oldest_archived_at: datetime | None = None
     oldest_retry_age: float = 0.0
     oldest_archived_age: float = 0.0
+    enqueue_refused: int = 0
+    limit_waits: tuple[tuple[str, int], ...] = ()
 
     def count(self, state: TaskState | str) -> int:
         """The number of tasks in a state. Raises ValueError for an unknown state."""

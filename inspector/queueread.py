@@ -13,7 +13,7 @@ from redis.crc import key_slot
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
 from inspector import records
-from inspector.context import from_unix
+from inspector.context import from_unix, text
 from inspector.models import QueueInfo
 from inspector.scripts import script
 
@@ -27,16 +27,19 @@ STATES = ("pending", "active", "scheduled", "retry", "archived", "completed")
 
 
 def fingerprint(i: QueueInfo) -> str:
-    """What queue_infos.lua compares to tell an unchanged queue: its six sizes, paused flag, group count and four
-    processed/failed counters, as the script joins them."""
+    """What queue_infos.lua compares to tell an unchanged queue: its six sizes, paused flag, group count, four
+    processed/failed counters, enqueues refused and limit waits, as the script joins them."""
+    waits = ":".join(f"{name}:{n}" for name, n in i.limit_waits)
     return (f"{i.pending},{i.active},{i.scheduled},{i.retry},{i.archived},{i.completed},{int(i.paused)},{i.groups},"
-            f"{i.processed},{i.failed},{i.processed_total},{i.failed_total}")
+            f"{i.processed},{i.failed},{i.processed_total},{i.failed_total},{i.enqueue_refused},{waits}")
 
 
 def queue_keys(q: str, now: float) -> list[str]:
-    """The 13 keys queue_infos.lua reads of queue q, in its order (the daily counters of now's UTC day)."""
+    """The 15 keys queue_infos.lua reads of queue q, in its order (the daily counters of now's UTC day); all of
+    q's hash tag, ours (exact due times, refusals, limit waits) as asynq's."""
     return [*(keys.state_key(q, s) for s in STATES), keys.paused(q), keys.groups(q), keys.processed_daily(q, now),
-            keys.failed_daily(q, now), keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
+            keys.failed_daily(q, now), keys.processed_total(q), keys.failed_total(q), keys.exact_due(q),
+            keys.queue_refused(q), keys.limit_waits(q)]
 
 
 # (queue, UTC day) -> its keys and its two key prefixes, encoded: made once a day per queue, not per snapshot
@@ -105,6 +108,8 @@ def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
     memory = int(raw[16])
     archived_at = from_unix(records.score(raw[17]))
     retry_failed_at = from_unix(int(raw[18]) or None)
+    flat = raw[20]
+    waits = tuple((text(flat[j]), int(flat[j + 1])) for j in range(0, len(flat) - 1, 2))
     return QueueInfo(
         queue=q, size=pending + active + scheduled + retry + archived + completed + aggregating,
         pending=pending, active=active, scheduled=scheduled, retry=retry, archived=archived, completed=completed,
@@ -115,6 +120,7 @@ def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
         memory_usage=memory if memory >= 0 else None, timestamp=from_unix(now) or datetime.now(UTC),
         oldest_retry_failed_at=retry_failed_at, oldest_archived_at=archived_at,
         oldest_retry_age=age(now, retry_failed_at), oldest_archived_age=age(now, archived_at),
+        enqueue_refused=int_or_zero(raw[19]), limit_waits=waits,
     )
 
 

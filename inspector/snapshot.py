@@ -30,6 +30,9 @@ WAIT_FOR_TAKER = 2.0  # seconds an asker waits for another process's snapshot be
 POLL = 0.02
 MEMORY_EVERY = 60.0  # seconds between two memory samples of one queue (documented: once a minute at most)
 MEMORY_PER_SNAPSHOT = 25  # queues sampled per snapshot at most: many queues are sampled over many snapshots
+# The stored snapshot's format: 2 added each queue's enqueue_refused and limit_waits (a snapshot without them is
+# retaken, not read as zeros that a Prometheus counter would take for a reset).
+VERSION = 2
 FULL_EVERY = 30.0  # seconds a queue's info is carried over from the previous snapshot at most while unchanged
 
 
@@ -296,8 +299,9 @@ def _dump(s: QueueSnapshot) -> bytes:
     queues = ",".join([_queue_json(q, fragments) for q in s.queues])
     _FRAGMENTS.clear()  # only the queues of this snapshot are kept
     _FRAGMENTS.update(fragments)
-    head = json.dumps({"v": 1, "taken_at": s.taken_at, "servers": s.servers, "queue_servers": dict(s.queue_servers),
-                       "workers_busy": dict(s.workers_busy)}, separators=(",", ":"))
+    head = json.dumps({"v": VERSION, "taken_at": s.taken_at, "servers": s.servers,
+                       "queue_servers": dict(s.queue_servers), "workers_busy": dict(s.workers_busy)},
+                      separators=(",", ":"))
     doc = f'{head[:-1]},"queues":[{queues}]}}'
     return zlib.compress(doc.encode(), 1)  # ~10x smaller: every asker GETs it
 
@@ -306,6 +310,7 @@ def _fields(q: dict[str, Any]) -> dict[str, Any]:
     for k in _TIMES:
         if k in q:
             q[k] = from_unix(q[k])
+    q["limit_waits"] = tuple((name, n) for name, n in q["limit_waits"])  # JSON lists back to the pairs
     return q
 
 
@@ -315,7 +320,7 @@ def _load(raw: bytes | None) -> QueueSnapshot | None:
         return None
     try:
         d = json.loads(zlib.decompress(raw))
-        if d.get("v") != 1:
+        if d.get("v") != VERSION:
             return None
         queues = tuple(QueueInfo(**_fields(q)) for q in d["queues"])
         return QueueSnapshot(float(d["taken_at"]), queues, int(d["servers"]),

@@ -1,14 +1,17 @@
 -- _queue_info.lua: a fragment (pasted at "-- #include _queue_info.lua", after _due.lua): one queue's info.
--- queue_info(k, task_prefix, group_prefix, memory_n, retry_n, fingerprint), k the queue's 13 keys:
+-- queue_info(k, task_prefix, group_prefix, memory_n, retry_n, fingerprint), k the queue's 15 keys:
 --   pending, active, scheduled, retry, archived, completed, paused, groups set, processed:<day>, failed:<day>,
---   processed (all time), failed (all time), our exact due times asynqpy:{q}:due.
--- The fingerprint is the queue's six sizes, paused flag (0/1), group count and the four counters (unset: 0)
+--   processed (all time), failed (all time), our exact due times asynqpy:{q}:due, our enqueues refused counter
+--   asynqpy:{q}:refused, our limit waits hash asynqpy:{q}:lwaits (all of the queue's hash tag).
+-- The fingerprint is the queue's six sizes, paused flag (0/1), group count, the four counters and the refused
+-- counter (unset: 0), and the limit waits hash (its fields and values as HGETALL lists them, joined by ':'),
 -- joined by commas; when it is not '' and still holds, the reply is 0 and nothing more is read (the caller keeps
 -- what it had). Else the reply is {pending, active, scheduled, retry, archived, completed, aggregating, groups,
 --   paused (0/1), processed, failed, processed total, failed total (strings), oldest pending_since (ns string,
 --   ''), soonest scheduled and retry due times ('': none; the first task's exact due time where it fits its
 --   score), approximate memory in bytes (-1 when not sampled: memory_n 0), oldest archived score (''),
---   earliest last_failed_at among the retry_n retry tasks due soonest (Unix s, 0 when none)}.
+--   earliest last_failed_at among the retry_n retry tasks due soonest (Unix s, 0 when none), enqueues refused
+--   (string), the limit waits hash (HGETALL's flat list)}.
 local function first_due(key, exact_key)
   local s = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
   if not s[2] then return "" end
@@ -77,8 +80,10 @@ local function queue_info(k, taskp, groupp, n, retry_n, fingerprint)
   for i = 3, 6 do c[i] = redis.call("ZCARD", k[i]) end
   c[7] = redis.call("EXISTS", k[7])
   c[8] = redis.call("SCARD", k[8])
-  local counters = redis.call("MGET", k[9], k[10], k[11], k[12])
-  for i = 1, 4 do c[8 + i] = counters[i] or "0" end
+  local counters = redis.call("MGET", k[9], k[10], k[11], k[12], k[14])
+  for i = 1, 5 do c[8 + i] = counters[i] or "0" end
+  local waits = redis.call("HGETALL", k[15])
+  c[14] = table.concat(waits, ":")
   if fingerprint ~= "" and table.concat(c, ",") == fingerprint then return 0 end
   local groups = c[8] > 0 and redis.call("SMEMBERS", k[8]) or {}
   local aggregating, memory = 0, -1
@@ -96,6 +101,6 @@ local function queue_info(k, taskp, groupp, n, retry_n, fingerprint)
     local t = msg and last_failed_at(msg) or 0
     if t > 0 and (failed_at == 0 or t < failed_at) then failed_at = t end
   end
-  out[19] = failed_at
+  out[19], out[20], out[21] = failed_at, c[13], waits
   return out
 end

@@ -8,8 +8,9 @@ import dataclasses
 import pytest
 import redis
 
-from asynqpy import Client, Task
-from asynqpy.rdb import keys
+from asynqpy import Client, Limit, QueueFullError, Task
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.scripts import SyncRunner
 from inspector import Inspector, QueueSnapshot
 from tests.inspector.worker import Clock, Worker
 
@@ -73,3 +74,35 @@ def test_incremental_and_fresh_snapshots_agree(redis_url: str, client: Client, w
         stored = reader.queue_snapshot(max_age=60)
         assert stored == dataclasses.replace(again, took=0.0)
         assert stored.queues == again.queues and stored.taken_at == again.taken_at
+
+
+def test_flow_control_counters_come_with_the_snapshot(redis_url: str, client: Client, clock: Clock,
+                                                      r: redis.Redis) -> None:
+    # A refusal changes no size: only the fingerprint's refused counter tells the queue changed.
+    _fill(client)
+    with Inspector(redis_url, clock=clock) as taker, Inspector(redis_url, clock=clock) as fresh:
+        first = taker.queue_snapshot(0)
+        assert {(q.enqueue_refused, q.limit_waits) for q in first.queues} == {(0, ())}
+        taker.set_queue_limit("q6", max_size=4)  # its 3 pending and 1 scheduled tasks: full
+        with pytest.raises(QueueFullError):
+            client.enqueue(Task("t"), queue="q6")
+        clock.advance(0.5)  # too soon for any unchanged queue to be read in full on schedule
+        second = taker.queue_snapshot(0)
+        q6 = second.queue("q6")
+        assert q6 is not None and q6.enqueue_refused == 1
+        assert q6.timestamp > first.queues[6].timestamp  # read again, where the unchanged q5 was kept
+        assert second.queues[5].timestamp == first.queues[5].timestamp
+        # A task held back by a limit: counted per queue and limit.
+        taker.set_limit(Limit("t:one", concurrency=1))
+        client.enqueue(Task("t:one"), queue="q0", task_id="one-a")
+        client.enqueue(Task("t:one"), queue="q0", task_id="one-b")
+        SyncRunner(r).run(broker.dequeue_timed("q0", lease_expiry=clock() + 30, count=10))
+        clock.advance(0.5)
+        third = taker.queue_snapshot(0)
+        q0 = third.queue("q0")
+        assert q0 is not None and q0.limit_waits == (("t:one", 1),)
+        r.delete(keys.SNAPSHOT)
+        assert _figures(fresh.queue_snapshot(0)) == _figures(third)  # as a fresh read shows them
+    with Inspector(redis_url, clock=clock) as reader:  # and as another process decodes the stored one
+        stored = reader.queue_snapshot(60).queue("q0")
+    assert stored is not None and stored.limit_waits == (("t:one", 1),) and stored.enqueue_refused == 0

@@ -144,3 +144,25 @@ def test_fast_exposition_equals_prometheus_clients(redis_url: str) -> None:
     assert mine.pop(age) == pytest.approx(theirs.pop(age), abs=1)  # read a moment apart
     assert mine == theirs and len(mine) > 40
     assert value(parse(ours), "asynq_queue_latency_seconds", queue='we"ird\\q\nx') == 0.125
+
+
+def _commands(r: redis.Redis) -> dict[str, int]:
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
+
+
+def test_a_shared_snapshot_scrape_costs_no_command_per_queue(redis_url: str, r: redis.Redis) -> None:
+    client = Client(redis_url)
+    for i in range(150):
+        client.enqueue(Task("t"), queue=f"many{i}")
+    with Inspector(redis_url) as taker, Inspector(redis_url) as scraper:
+        taken = exposition(taker, max_age=60)  # takes and stores the snapshot
+        exposition(scraper, max_age=60)  # the scraper's connection made, the snapshot decoded once
+        r.config_resetstat()
+        shared = exposition(scraper, max_age=60)
+        calls = _commands(r)
+    calls.pop("config|resetstat", None)
+    calls.pop("info", None)
+    # A PING (the latency) and the GET of the stored snapshot: the flow-control counters come with it.
+    assert calls == {"ping": 1, "get": 1}, calls
+    assert series(shared, "asynqpy_queue_enqueue_refused_total") == series(taken, "asynqpy_queue_enqueue_refused_total")
+    assert len(series(shared, "asynqpy_queue_enqueue_refused_total")) == 150
