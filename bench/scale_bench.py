@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,10 @@ class Driver:
         self.r = redis.Redis.from_url(url)
         self.client = Client(url)
 
-    def worker(self, shape: Shape, step: str, checkpoints: list[int] = (), trace: bool = False) -> WorkerProcess:
-        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--queues", str(shape.queues),
+    def worker(self, shape: Shape, step: str, checkpoints: Sequence[int] = (), trace: bool = False,
+               root: Path = ROOT) -> WorkerProcess:
+        """A worker process of the asynqpy in root (this checkout, or --before's), running this file's worker."""
+        argv = [sys.executable, str(root / "bench" / "scale_bench.py"), "--worker", "--queues", str(shape.queues),
                 "--checkpoints", ",".join(map(str, checkpoints))]
         argv += ["--strict"] if shape.strict else []
         argv += ["--tracemalloc"] if trace else []
@@ -191,11 +194,11 @@ class Driver:
                 raise RuntimeError(f"no progress for {stall:.0f}s at {c} of {n} tasks: {w.log_tail()}")
             time.sleep(0.02)
 
-    def drain_rate(self, shape: Shape, n: int) -> tuple[float, float]:
+    def drain_rate(self, shape: Shape, n: int, root: Path = ROOT) -> tuple[float, float]:
         """(tasks/s, the worker's CPU microseconds per task) of one drain of n tasks by a fresh worker."""
         self.r.flushall()
         self.fill(shape, n)
-        w = self.worker(shape, "rate")
+        w = self.worker(shape, "rate", root=root)
         try:
             self.wait_for(w, n)
         finally:
@@ -239,26 +242,27 @@ class Driver:
         return points, trace_text, time.time() - t0
 
 
-def rate_table(rates: dict[str, list[float]], cpus: dict[str, list[float]],
+def rate_table(label: str, rates: dict[str, list[float]], cpus: dict[str, list[float]],
                ratios: dict[str, list[float]]) -> tuple[str, bool]:
     """The rates table; ok is False when a judged configuration's median ratio is below 1 - RATE_TOLERANCE."""
     lines = [f"{'configuration':28s} {'tasks/s':>8s} {'min-max':>14s} {'CPU us/task':>12s} {'rate vs base':>13s}  "
              "verdict"]
     ok = True
     for shape in SHAPES:
-        rs = rates[shape.name]
+        name = label + shape.name
+        rs = rates[name]
         spread = f"{min(rs):,.0f}-{max(rs):,.0f}"
         if shape is BASELINE:
             rel, verdict = "1.00", "baseline"
         else:
-            r = statistics.median(ratios[shape.name])
+            r = statistics.median(ratios[name])
             rel = f"{r:.2f}"
             passed = r >= 1 - RATE_TOLERANCE
             judged = shape.name in JUDGED
             ok = ok and (passed or not judged)
             verdict = ("PASS" if passed else "FAIL") + ("" if judged else " (not judged)")
         lines.append(f"{shape.name:28s} {statistics.median(rs):8,.0f} {spread:>14s} "
-                     f"{statistics.median(cpus[shape.name]):12.0f} {rel:>13s}  {verdict}")
+                     f"{statistics.median(cpus[name]):12.0f} {rel:>13s}  {verdict}")
     return "\n".join(lines), ok
 
 
@@ -275,6 +279,19 @@ def memory_table(points: list[dict[str, Any]]) -> tuple[str, bool]:
     return "\n".join(lines), ok
 
 
+def prepare_before(tree: Path) -> Path:
+    """tree (a copy of the code before a change, e.g. `git archive`), with this file and bench/adapters put in it
+    so that its workers run the same worker on the older asynqpy."""
+    import shutil
+
+    bench = tree / "bench"
+    bench.mkdir(parents=True, exist_ok=True)
+    (bench / "__init__.py").touch()
+    shutil.copy2(Path(__file__), bench / "scale_bench.py")
+    shutil.copytree(ROOT / "bench" / "adapters", bench / "adapters", dirs_exist_ok=True)
+    return tree.resolve()
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python bench/scale_bench.py", description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", type=int, default=20_000, help="tasks drained per rate measurement (20000)")
@@ -284,6 +301,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "prints the top growth from 10,000 tasks to the end")
     ap.add_argument("--skip-rates", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--before", type=Path, help="also measure the asynqpy of this directory (a copy of the code "
+                    "before a change: git archive <rev> | tar -x -C DIR), alternated with this checkout's")
     ap.add_argument("--redis-url", help="use this Redis (it is FLUSHALLed) instead of a private Valkey")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     # the worker process (internal)
@@ -313,23 +332,30 @@ def main(argv: list[str] | None = None) -> int:
     try:
         d = Driver(url)
         if not args.skip_rates:
-            rates: dict[str, list[float]] = {s.name: [] for s in SHAPES}
-            cpus: dict[str, list[float]] = {s.name: [] for s in SHAPES}
-            ratios: dict[str, list[float]] = {s.name: [] for s in SHAPES if s is not BASELINE}
+            variants = [("", ROOT)] + ([("before: ", prepare_before(args.before))] if args.before else [])
+            out["variants"] = [label or "this checkout" for label, _ in variants]
+            rates: dict[str, list[float]] = {}
+            cpus: dict[str, list[float]] = {}
+            ratios: dict[str, list[float]] = {}
+            runs = [(label, root, s) for s in SHAPES for label, root in variants]
             for rnd in range(args.rounds):
-                order = SHAPES if rnd % 2 == 0 else tuple(reversed(SHAPES))
-                got = {s.name: d.drain_rate(s, args.tasks) for s in order}
-                for name, (rate, cpu) in got.items():
-                    rates[name].append(rate)
-                    cpus[name].append(cpu)
-                    if name in ratios:
-                        ratios[name].append(rate / got[BASELINE.name][0])
+                got: dict[str, tuple[float, float]] = {}
+                for label, root, s in (runs if rnd % 2 == 0 else list(reversed(runs))):
+                    got[label + s.name] = d.drain_rate(s, args.tasks, root)
+                for label, _ in variants:
+                    for s in SHAPES:
+                        rate, cpu = got[label + s.name]
+                        rates.setdefault(label + s.name, []).append(rate)
+                        cpus.setdefault(label + s.name, []).append(cpu)
+                        ratios.setdefault(label + s.name, []).append(rate / got[label + BASELINE.name][0])
                 print(f"round {rnd + 1}: " + ", ".join(f"{k} {v:,.0f}/s {c:.0f}us" for k, (v, c) in got.items()),
                       file=sys.stderr, flush=True)
-            table, rates_ok = rate_table(rates, cpus, ratios)
-            ok = ok and rates_ok
             print(f"\nDrain rate, {args.tasks:,} tasks, {args.rounds} rounds, concurrency {CONCURRENCY} "
-                  f"(judged: {', '.join(JUDGED)} within {RATE_TOLERANCE:.0%} of the baseline)\n{table}")
+                  f"(judged: {', '.join(JUDGED)} within {RATE_TOLERANCE:.0%} of the baseline)")
+            for label, _ in variants:
+                table, rates_ok = rate_table(label, rates, cpus, ratios)
+                ok = ok and (rates_ok or bool(label))
+                print(f"{label or 'this checkout:'}\n{table}")
             out["rates"], out["cpu_us_per_task"], out["ratios"] = rates, cpus, ratios
         if not args.skip_memory:
             marks = [m for m in (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000) if m < args.memory_tasks]

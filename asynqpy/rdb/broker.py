@@ -177,6 +177,32 @@ def dequeue_timed(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple
                 [due(lease_expiry), keys.task_prefix(q), count, "1"], _triples)
 
 
+def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float,
+                   count: int) -> Call[list[tuple[str, str, bytes, float | None]]]:
+    """dequeue_timed from several queues in one call: each (queue, share) takes up to its share, in the order
+    given, then what is left of count comes from the queues in that order again. Only where every queue's keys
+    live on one node (not on a cluster: their hash tags differ). Reply: [(queue, id, msg, pending_since or None)]."""
+    ks: list[str] = []
+    args: list[Any] = [due(lease_expiry), count]
+    for q, share in shares:
+        *qkeys, prefix = _dequeue_keys(q)
+        ks += qkeys
+        args += [prefix, share]
+    names = [q for q, _ in shares]
+
+    def parse(raw: Sequence[Any]) -> list[tuple[str, str, bytes, float | None]]:
+        return [(names[int(raw[i]) - 1], raw[i + 1].decode(), raw[i + 2],
+                 int(raw[i + 3]) / 1e9 if raw[i + 3] else None) for i in range(0, len(raw), 4)]
+    return Call(script("dequeue_queues"), ks, args, parse)
+
+
+@lru_cache(maxsize=1024)
+def _dequeue_keys(q: str) -> tuple[str, str, str, str, str]:
+    """A queue's pending, paused, active and lease keys and its task key prefix (built once per queue, not per
+    fetch: a worker of 100 queues names them all in every dequeue_queues call)."""
+    return keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q), keys.task_prefix(q)
+
+
 def _ids(raw: Sequence[bytes]) -> list[str]:
     return [r.decode() for r in raw]
 
