@@ -216,6 +216,19 @@ def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call[list[s
                                  keys.processed_total(q)], args, _ids)
 
 
+def done_queues(batches: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, now: float) -> Call[list[str]]:
+    """done() for the tasks of several queues in one call (each (queue, [(id, unique key)])). Only where every
+    queue's keys live on one node (not on a cluster). Reply: the ids this worker no longer held."""
+    ks: list[str] = []
+    args: list[Any] = [int(now) + STATS_TTL]
+    for q, items in batches:
+        ks += [keys.active(q), keys.lease(q), keys.processed_daily(q, now), keys.processed_total(q)]
+        args += [keys.task_prefix(q), len(items)]
+        for tid, ukey in items:
+            args += [tid, ukey]
+    return Call(script("done_queues"), ks, args, _ids)
+
+
 def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now: float) -> Call[list[str]]:
     """Move finished tasks (id, expiry, msg with completed_at, unique key) to completed. Reply: lost ids.
 
