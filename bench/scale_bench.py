@@ -69,6 +69,7 @@ class Shape:
     queues: int
     types: int
     strict: bool = False
+    holding: int = 0  # how many of the queues hold the tasks (0: all); the others stay empty
 
     def weights(self) -> dict[str, int]:
         names = queue_names(self.queues)
@@ -77,7 +78,9 @@ class Shape:
 
 BASELINE = Shape("1 queue, 1 type", 1, 1)
 SHAPES = (BASELINE, Shape("10 queues", 10, 1), Shape("100 queues", 100, 1),
-          Shape("10 queues, strict priority", 10, 1, strict=True), Shape("1,000 types", 1, 1000))
+          Shape("10 queues, strict priority", 10, 1, strict=True), Shape("100 queues, 1 holds the tasks", 100, 1,
+                                                                         holding=1),
+          Shape("1,000 types", 1, 1000))
 JUDGED = ("100 queues", "1,000 types")  # the goal's two; the others are printed for reading
 MEMORY_SHAPE = Shape("10 queues, 1,000 types", 10, 1000)
 
@@ -158,8 +161,9 @@ class Driver:
         return WorkerProcess(argv, {ENV_URL: self.url}, LOG_DIR / f"scale-{step}.log").start()
 
     def fill(self, shape: Shape, n: int, start: int = 0) -> None:
-        """n tasks, the i-th in queue i mod queues with type i mod types (so every queue sees every type)."""
-        names = queue_names(shape.queues)
+        """n tasks, the i-th in queue i mod queues (of those holding tasks) with type i mod types (so every queue
+        sees every type)."""
+        names = queue_names(shape.queues)[:shape.holding or None]
         per_queue: dict[str, list[Task]] = {q: [] for q in names}
         for i in range(start, start + n):
             per_queue[names[i % len(names)]].append(Task(type_name(i % shape.types), b"{}"))
