@@ -6,7 +6,8 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from asynqpy.connection import is_cluster
@@ -23,12 +24,26 @@ MAX_BATCH = 500
 T = TypeVar("T")
 
 
+@dataclass
+class AckBatch:
+    """One write of acknowledgements: a script call per queue (done, or completed with retention), each with the
+    ids it acknowledges, taken from the Acker's buffers at `now`."""
+
+    now: float
+    calls: list[Call[list[str]]]
+    ids: list[tuple[str, ...]]
+
+
 class Acker(Loop):
     """Collects successes and writes each queue's batch with one script call, all queues in one pipeline.
 
     A batch goes out as soon as the previous one is answered, so acknowledgements wait for no timer; while
     a write is in flight, new successes pile up into the next batch. Ids stay "held" (their leases keep
     being extended) until their batch is written.
+
+    During a busy drain the processor's fetch loop takes the batch (take_for_fetch) and sends it in its dequeue's
+    round trip, ahead of the dequeue: one round trip per cycle instead of two. The acker itself is woken only
+    for what the fetch loop left (it looks once the loop turn in which tasks succeeded is over).
     """
 
     name = "acker"
@@ -45,6 +60,7 @@ class Acker(Loop):
         self.idle = asyncio.Event()
         self.idle.set()
         self.trouble = TroubleLog("acker")
+        self._look_scheduled = False
 
     def done(self, queue: str, task_id: str, unique_key: str) -> None:
         self._done[queue].append((task_id, unique_key))
@@ -57,7 +73,65 @@ class Acker(Loop):
     def _added(self, task_id: str) -> None:
         self.held.add(task_id)
         self.idle.clear()
-        self.wake()
+        if not self._look_scheduled:
+            # After the callbacks already due in this turn of the loop: the fetch loop, woken by the slot this task
+            # freed, takes the batch first when it is about to dequeue.
+            self._look_scheduled = True
+            asyncio.get_running_loop().call_soon(self._look)
+
+    def _look(self) -> None:
+        self._look_scheduled = False
+        if self._done or self._complete:
+            self.wake()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._done or self._complete)
+
+    def take_for_fetch(self) -> AckBatch | None:
+        """The next batch, for the fetch loop to send ahead of its dequeue; None when there is none, or when
+        acknowledgements wait for replicas (durable_acks: those keep the acker's own round trips)."""
+        if isinstance(self.rt.config.durable_acks, Durability):
+            return None
+        return self.take()
+
+    def take(self) -> AckBatch | None:
+        """The next batch (at most MAX_BATCH ids per queue), taken out of the buffers; None when they are empty.
+        Its ids stay held until settle()."""
+        if not (self._done or self._complete):
+            return None
+        now = time.time()
+        batch = AckBatch(now, [], [])
+        done = [(q, self._take(self._done, q)) for q in list(self._done)]
+        if len(done) > 1 and not is_cluster(self.rt.aredis):
+            # the queues share a call (one per MAX_BATCH tasks), so the cost of an ack does not grow with them
+            group: list[tuple[str, list[tuple[str, str]]]] = []
+            size = 0
+            for n, (q, items) in enumerate(done):
+                group.append((q, items))
+                size += len(items)
+                if n == len(done) - 1 or size + len(done[n + 1][1]) > MAX_BATCH:
+                    batch.calls.append(broker.done_queues(group, now=now))
+                    batch.ids.append(tuple(i for _, x in group for i, _ in x))
+                    group, size = [], 0
+        else:
+            for q, items in done:
+                batch.calls.append(broker.done(q, items, now=now))
+                batch.ids.append(tuple(i for i, _ in items))
+        for q in list(self._complete):
+            citems = self._take(self._complete, q)
+            batch.calls.append(broker.mark_complete(q, citems, now=now))
+            batch.ids.append(tuple(i for i, *_ in citems))
+        return batch
+
+    def put_back(self, batch: AckBatch) -> None:
+        """A taken batch whose round trip ended without replies (cancelled, or a bug before sending): its calls go
+        to the syncer, which sends them within its interval (the scripts skip tasks no longer held, so a call that
+        did reach Redis after all is harmless)."""
+        for call, ids in zip(batch.calls, batch.ids, strict=True):
+            self.syncer.add(call, give_up_at=batch.now + self.rt.config.lease_duration, what=call.script.name,
+                            task_ids=ids)
+        self._settled(batch)
 
     async def run_once(self) -> float | None:
         while self._done or self._complete:
@@ -69,42 +143,29 @@ class Acker(Loop):
         await self.run_once()
 
     async def _flush_batch(self) -> None:
-        now = time.time()
-        calls: list[Call[list[str]]] = []
-        batches: list[tuple[str, ...]] = []
-        done = [(q, self._take(self._done, q)) for q in list(self._done)]
-        if len(done) > 1 and not is_cluster(self.rt.aredis):
-            # the queues share a call (one per MAX_BATCH tasks), so the cost of an ack does not grow with them
-            group: list[tuple[str, list[tuple[str, str]]]] = []
-            size = 0
-            for n, (q, items) in enumerate(done):
-                group.append((q, items))
-                size += len(items)
-                if n == len(done) - 1 or size + len(done[n + 1][1]) > MAX_BATCH:
-                    calls.append(broker.done_queues(group, now=now))
-                    batches.append(tuple(i for _, x in group for i, _ in x))
-                    group, size = [], 0
-        else:
-            for q, items in done:
-                calls.append(broker.done(q, items, now=now))
-                batches.append(tuple(i for i, _ in items))
-        for q in list(self._complete):
-            citems = self._take(self._complete, q)
-            calls.append(broker.mark_complete(q, citems, now=now))
-            batches.append(tuple(i for i, *_ in citems))
+        batch = self.take()
+        if batch is None:
+            return
         durable = self.rt.config.durable_acks
         confirmed = True
         results: list[list[str] | Exception]
         try:
             if isinstance(durable, Durability):
-                many, confirmed = await self.rt.runner.run_many_durable(calls, durable)
+                many, confirmed = await self.rt.runner.run_many_durable(batch.calls, durable)
                 results = list(many)
             else:
-                results = list(await self.rt.runner.run_many(calls))
+                results = list(await self.rt.runner.run_many(batch.calls))
         except Exception as exc:  # the whole round trip failed: every batch is held (or dropped, for a bug)
-            results = [exc] * len(calls)
+            results = [exc] * len(batch.calls)
+        self.settle(batch, results, confirmed=confirmed)
+
+    def settle(self, batch: AckBatch, results: Sequence[object], *, confirmed: bool = True) -> None:
+        """What a sent batch's replies say: written, held for the syncer (transient trouble, or not confirmed by
+        a replica), or dropped as a bug (the leases lapse and the recoverer retries those tasks)."""
+        durable = self.rt.config.durable_acks
+        now = batch.now
         failed = False
-        for call, ids, res in zip(calls, batches, results, strict=True):
+        for call, ids, res in zip(batch.calls, batch.ids, results, strict=True):
             # Not confirmed by a replica: replay it (harmless: the scripts skip tasks no longer held), so that
             # after a failover the new primary gets the acknowledgement too.
             if isinstance(res, Exception) and not is_transient(res):
@@ -118,10 +179,15 @@ class Acker(Loop):
                                 durable=durable if isinstance(durable, Durability) else None, task_ids=ids)
         if not failed:
             self.trouble.ok()
-        all_ids = [i for ids in batches for i in ids]
+        self._settled(batch)
+
+    def _settled(self, batch: AckBatch) -> None:
+        all_ids = [i for ids in batch.ids for i in ids]
         for i in all_ids:
             self.held.discard(i)
         self.on_acked(all_ids)
+        if not (self._done or self._complete):
+            self.idle.set()
 
     @staticmethod
     def _take(buf: dict[str, list[T]], q: str) -> list[T]:

@@ -68,7 +68,8 @@ class Aggregator(Loop):
             return
         opts = build_options(queue=q, now=time.time())
         msg = broker.build_message(result.type, result.payload, dict(result.headers), opts)
-        await self.rt.runner.run(broker.enqueue(msg, opts, now=time.time()), register_queue=q)
+        # admitted: the group's tasks were counted against the queue's backpressure limit when they were added
+        await self.rt.runner.run(broker.enqueue(msg, opts, now=time.time(), admitted=True), register_queue=q)
         await self.rt.runner.run(broker.delete_aggregation_set(q, set_key))
 
     async def _aggregate(self, group: str, tasks: list[Task]) -> object:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,8 +31,9 @@ def parse_duration(text: str) -> float:
 
 @dataclass(frozen=True)
 class QueueLimit:
-    """max_size: tasks pending + scheduled + retry + active; max_latency: seconds the oldest pending task may
-    have waited. None: no such limit."""
+    """max_size: tasks pending (waiting on a flow-control limit too) + scheduled + retry + active + aggregating
+    (in a group: asynq counts them in a queue's size; the aggregator's one task made of them is not refused);
+    max_latency: seconds the oldest pending task may have waited. None: no such limit."""
 
     queue: str
     max_size: int | None = None
@@ -69,3 +70,41 @@ async def ablocking(attempt: Callable[[], Any], block: float) -> Any:
                 raise
             await asyncio.sleep(min(delay, left))
             delay = min(1.0, delay * 2)
+
+
+Results = list[Any]  # per task: its TaskInfo or the error it met (enqueue_many's answer)
+
+
+def _refused(out: Results) -> list[int]:
+    return [i for i, o in enumerate(out) if isinstance(o, QueueFullError)]
+
+
+def blocking_many(send: Callable[[Sequence[T]], Results], tasks: Sequence[T], block: float) -> Results:
+    """enqueue_many with block: send(tasks), then the tasks refused with QueueFullError are sent again (in their
+    order, backing off from BLOCK_POLL to 1 s) until none is refused or block seconds have passed since the start
+    (the whole call's bound); a task still refused then keeps its QueueFullError. Tasks refused for any other
+    reason, and the tasks that went in, are not sent again."""
+    deadline = time.monotonic() + block
+    out = send(tasks)
+    delay = BLOCK_POLL
+    while (todo := _refused(out)) and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(delay, left))
+        delay = min(1.0, delay * 2)
+        for i, o in zip(todo, send([tasks[i] for i in todo]), strict=True):
+            out[i] = o
+    return out
+
+
+async def ablocking_many(send: Callable[[Sequence[T]], Awaitable[Results]], tasks: Sequence[T],
+                         block: float) -> Results:
+    """blocking_many() for a coroutine function."""
+    import asyncio
+    deadline = time.monotonic() + block
+    out = await send(tasks)
+    delay = BLOCK_POLL
+    while (todo := _refused(out)) and (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(delay, left))
+        delay = min(1.0, delay * 2)
+        for i, o in zip(todo, await send([tasks[i] for i in todo]), strict=True):
+            out[i] = o
+    return out

@@ -11,7 +11,7 @@ import redis.asyncio as aredis
 from redis.exceptions import RedisError
 
 from asynqpy import tracing
-from asynqpy.backpressure import ablocking, blocking
+from asynqpy.backpressure import ablocking, ablocking_many, blocking, blocking_many
 from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
@@ -134,14 +134,22 @@ class Client:
         return _info(task, opts, now)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
-                     **fields: Any) -> list[TaskInfo | Exception]:
+                     block: float = 0.0, **fields: Any) -> list[TaskInfo | Exception]:
         """Enqueue many tasks with the same options (those of enqueue but task_id), pipelined in chunks.
 
-        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=, or
-        NotDurableError for each task of a durable chunk the replicas did not confirm; one WAIT per chunk, per
+        Returns, per task, its TaskInfo or the error it met (e.g. DuplicateTaskError with unique=,
+        QueueFullError past the queue's backpressure limit (checked per task: the tasks before stay enqueued),
+        or NotDurableError for each task of a durable chunk the replicas did not confirm; one WAIT per chunk, per
         node on a cluster). Raises InvalidArgumentError for a bad argument (before anything is enqueued) and
         RedisUnavailableError.
+
+        block=SECONDS bounds the whole call: the tasks refused with QueueFullError are sent again (in their
+        order, with back-off) until they are in or the time is up; those still refused keep their error.
         """
+        if block:
+            wait = _seconds(block)
+            return blocking_many(lambda some: self.enqueue_many(some, options, chunk=chunk, **fields), list(tasks),
+                                 wait)
         merged = options_from(options, fields)
         tracer = tracing.current()
         if tracer is None:
@@ -238,8 +246,12 @@ class AsyncClient:
         return _info(task, opts, now)
 
     async def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
-                           **fields: Any) -> list[TaskInfo | Exception]:
-        """See Client.enqueue_many."""
+                           block: float = 0.0, **fields: Any) -> list[TaskInfo | Exception]:
+        """See Client.enqueue_many (block= waits with asyncio.sleep between tries: the loop goes on meanwhile)."""
+        if block:
+            wait = _seconds(block)
+            return await ablocking_many(lambda some: self.enqueue_many(some, options, chunk=chunk, **fields),
+                                        list(tasks), wait)
         merged = options_from(options, fields)
         tracer = tracing.current()
         if tracer is None:

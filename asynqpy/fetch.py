@@ -5,39 +5,70 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from asynqpy.config import ServerConfig
 from asynqpy.connection import is_cluster
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import TroubleLog
-from asynqpy.rdb.scripts import AsyncRunner
+from asynqpy.rdb.scripts import AsyncRunner, Call
 
-Dequeued = tuple[str, str, bytes, float | None]  # queue, task id, msg bytes, pending_since (Unix s)
+# queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
+Dequeued = tuple[str, str, bytes, float | None, str | None]
+
+
+@dataclass
+class Riders:
+    """Calls that travel in a dequeue's first round trip, ahead of its own (the processor's acknowledgements).
+    results: each call's parsed reply or error, set once that round trip was answered or failed as a whole
+    (then each holds that error); None while it was not sent."""
+
+    calls: Sequence[Call[Any]]
+    results: list[Any] | None = None
+
+
+async def _trip(runner: AsyncRunner, calls: list[Call[Any]], riders: Riders | None) -> list[Any]:
+    """run_many(calls), with the riders ahead of them when they have not travelled yet."""
+    if riders is None or riders.results is not None:
+        return await runner.run_many(calls)
+    n = len(riders.calls)
+    try:
+        res = await runner.run_many([*riders.calls, *calls])
+    except Exception as exc:
+        riders.results = [exc] * n
+        raise
+    riders.results = res[:n]
+    return res[n:]
 
 
 async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, lease_expiry: float,
-                      trouble: TroubleLog) -> list[Dequeued]:
+                      trouble: TroubleLog, riders: Riders | None = None) -> list[Dequeued]:
     """At most `free` tasks, leased to this server until lease_expiry. Tasks already dequeued are always
     returned, even when a later queue's dequeue fails (that failure is noted in trouble); raises the failure
-    only when nothing was dequeued.
+    only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue.
 
     On one node (a plain or Sentinel client) the queues are asked in at most two script calls whatever their
     number: the first `free` queues of the order (each its share, then the rest of the slots from them), and only
     when those had nothing, all the others; on a cluster, where queues live in different slots, one call per
     queue."""
     if len(cfg.queues) > 1 and not is_cluster(runner.redis):
-        return await _dequeue_one_node(runner, cfg, free, lease_expiry)
+        return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders)
     if cfg.strict_priority or len(cfg.queues) == 1:
         got: list[Dequeued] = []
         for q in cfg.queue_order():
             try:
-                rows = await runner.run(broker.dequeue_timed(q, lease_expiry=lease_expiry, count=free - len(got)))
+                [rows] = await _trip(runner, [broker.dequeue_waited(q, lease_expiry=lease_expiry,
+                                                                    count=free - len(got))], riders)
+                if isinstance(rows, Exception):
+                    raise rows
             except Exception as exc:
                 if not got:
                     raise
                 trouble.note(exc, f"fetch from queue {q}")
                 return got
-            got += [(q, tid, data, since) for tid, data, since in rows]
+            got += [(q, tid, data, since, limit) for tid, data, since, limit in rows]
             if len(got) >= free:
                 break
         return got
@@ -45,24 +76,28 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
     # weighted random order), all fetched in one pipelined round trip.
     order = cfg.queue_order()
     shares = _shares(free, order, cfg)
-    out = await _dequeue_shares(runner, order, shares, lease_expiry, trouble)
+    out = await _dequeue_shares(runner, order, shares, lease_expiry, trouble, riders)
     for q in order[free:] if not out else []:  # the queues that got no share, one at a time
-        out = await _dequeue_shares(runner, [q], [free], lease_expiry, trouble)
+        out = await _dequeue_shares(runner, [q], [free], lease_expiry, trouble, None)
         if out:
             break
     return out
 
 
-async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, lease_expiry: float) -> list[Dequeued]:
+async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, lease_expiry: float,
+                            riders: Riders | None) -> list[Dequeued]:
     order = _order(cfg)
     head = order.first(free)
     shares = [0] * len(head) if cfg.strict_priority else _shares(free, head, cfg)
-    got = await runner.run(broker.dequeue_queues(list(zip(head, shares, strict=True)), lease_expiry=lease_expiry,
-                                                 count=free))
+    [got] = await _trip(runner, [broker.dequeue_queues(list(zip(head, shares, strict=True)),
+                                                       lease_expiry=lease_expiry, count=free)], riders)
+    if isinstance(got, Exception):
+        raise got
     if got or len(head) == len(order.names):
-        return got
+        return list(got)
     rest = order.rest(head)
-    return await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry, count=free))
+    return list(await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry,
+                                                       count=free)))
 
 
 class _QueueOrder:
@@ -114,17 +149,17 @@ def _order(cfg: ServerConfig) -> _QueueOrder:
 
 
 async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[int], expiry: float,
-                          trouble: TroubleLog) -> list[Dequeued]:
+                          trouble: TroubleLog, riders: Riders | None) -> list[Dequeued]:
     pairs = zip(order, shares, strict=True)
-    calls = [(q, broker.dequeue_timed(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
-    results = await runner.run_many([c for _, c in calls])
+    calls = [(q, broker.dequeue_waited(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+    results = await _trip(runner, [c for _, c in calls], riders)
     out: list[Dequeued] = []
     failed: Exception | None = None
     for (q, _), res in zip(calls, results, strict=True):
         if isinstance(res, Exception):
             failed = res
             continue
-        out += [(q, tid, data, since) for tid, data, since in res]
+        out += [(q, tid, data, since, limit) for tid, data, since, limit in res]
     if failed is not None:
         if not out:
             raise failed

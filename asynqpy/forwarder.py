@@ -1,12 +1,19 @@
 """Forwarder: moves due scheduled and retry tasks to pending, sleeping exactly until the next one is due.
 
 Due is judged by the Redis server's clock inside the forward script, never by this machine's: the script
-reports the next due time and its own now, so the sleep is their difference and this clock never enters.
+reports the next due time and its own now. The sleep aims to have the next pass's script run right at that due
+time: it keeps `lead`, the least gap seen between a pass's start by this machine's clock and its script's now by
+Redis's (the clocks' offset plus the quickest trip of a command to Redis), and wakes at the due time minus it.
+Whatever the clocks do, the sleep stays between the script's own wait minus that pass's round trip and the
+script's own wait (the due time minus its now), so a clock step costs at most one early pass, never a late one.
+A pass that comes a hair early finds nothing due and the next one follows at once: no task starts early.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 
 from asynqpy.loop import Loop
@@ -14,8 +21,7 @@ from asynqpy.rdb import broker
 from asynqpy.runtime import Runtime
 
 BATCH = 100
-# Waking a hair after the due time means one script call finds the task due, never before it.
-OVERSHOOT = 0.0005
+LEAD_SAMPLES = 32  # passes over which the least start-to-script gap is taken (a clock step ages out this fast)
 
 
 class Forwarder(Loop):
@@ -30,27 +36,68 @@ class Forwarder(Loop):
         self.rt = rt
         self.interval = rt.config.forward_max_wait
         self.on_forwarded = on_forwarded
+        self._gaps: deque[float] = deque(maxlen=LEAD_SAMPLES)  # Redis now - this clock at the pass's start
+        self._timer: asyncio.Future[None] | None = None
 
     async def run_once(self) -> float | None:
         queues = list(self.rt.config.queues)
-        sent = time.monotonic()
+        began = time.time()
         results = await self.rt.runner.run_many([broker.forward(q, batch=BATCH) for q in queues])
-        # The scripts ran about half the round trip ago: their waits count from then.
-        elapsed = (time.monotonic() - sent) / 2
-        moved, waits = 0, []
-        full = False
+        ended = time.time()
+        moved, full = 0, False
+        soonest: tuple[float, float] | None = None  # (next due, the now of the script that reported it)
+        first_now = None
         for res in results:
             if isinstance(res, Exception):
                 raise res
             n, nxt, now = res
             moved += n
             full = full or n >= BATCH
-            if nxt is not None:
-                waits.append(nxt - now)
+            first_now = now if first_now is None else min(first_now, now)
+            if nxt is not None and (soonest is None or nxt - now < soonest[0] - soonest[1]):
+                soonest = (nxt, now)
+        if first_now is not None:
+            self._gaps.append(first_now - began)
         if moved:
             self.on_forwarded()
         if full:
             return 0
-        if not waits:
+        if soonest is None:
             return self.interval
-        return min(self.interval, max(0.0, min(waits) - elapsed + OVERSHOOT))
+        nxt, now = soonest
+        script_wait = nxt - now  # from when the script ran: an upper bound
+        aimed = nxt - min(self._gaps) - time.time()  # the next script runs at the due time, by Redis's clock
+        wait = min(script_wait, max(script_wait - (ended - began), aimed))
+        return min(self.interval, max(0.0, wait))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        self.wake()  # Loop.stop sets the event only: end this forwarder's own sleep too
+        await super().stop()
+
+    def wake(self) -> None:
+        super().wake()
+        timer = self._timer
+        if timer is not None and not timer.done():
+            timer.set_result(None)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Loop._sleep without asyncio.wait_for's extra task and cancellation: one timer, one future (the
+        forwarder's wake-up is on the delayed tasks' path)."""
+        if seconds <= 0 or self._wake.is_set() or self.stopping:
+            self._wake.clear()
+            return
+        loop = asyncio.get_running_loop()
+        timer = self._timer = loop.create_future()
+        handle = loop.call_later(seconds, _release, timer)
+        try:
+            await timer
+        finally:
+            handle.cancel()
+            self._timer = None
+            self._wake.clear()
+
+
+def _release(timer: asyncio.Future[None]) -> None:
+    if not timer.done():
+        timer.set_result(None)

@@ -54,7 +54,7 @@ class HandoffListener:
             groups = list(by_slot.values())
         else:
             groups = [queues]
-        self.lanes = [_Lane(self, g) for g in groups]
+        self.lanes = [_Lane(self, g, direct=not is_cluster(self.conn)) for g in groups]
         self._stop = False
         self._tasks: list[asyncio.Task[None]] = []
         self._withdrawing: set[asyncio.Task[None]] = set()
@@ -98,13 +98,14 @@ class HandoffListener:
             except Exception as exc:
                 log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
                             "their leases lapse", exc)
+            await lane.popper.aclose()
         await self.conn.aclose()
 
 
 class _Lane:
     """One blocking call over the hand-off lists of queues whose lists share a slot."""
 
-    def __init__(self, owner: HandoffListener, queues: list[str]) -> None:
+    def __init__(self, owner: HandoffListener, queues: list[str], *, direct: bool) -> None:
         self.owner = owner
         self.rt = owner.rt
         self.processor = owner.processor
@@ -112,6 +113,8 @@ class _Lane:
         self.runner = owner.runner
         self.queues = queues
         self.boxes = {keys.handoff(q, self.rt.server_id): q for q in queues}
+        self.box_keys = list(self.boxes)
+        self.popper = handoff_io.HandedPop(self.conn, direct=direct)
         self._registered_until = 0.0
         # Until when producers may hand us tasks (0: none can): a registration we could not withdraw lasts to its
         # expiry; until a drain after that has succeeded, a full lane gives back what its boxes hold.
@@ -144,7 +147,7 @@ class _Lane:
         now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
         if self._registered_until - now < REGISTRATION_TTL / 2:
             await self._register(now + REGISTRATION_TTL)
-        item = await handoff_io.pop_handed(self.conn, list(self.boxes), BLOCK)
+        item = await self.popper.pop(self.box_keys, BLOCK)
         if item is None:
             return
         box, value = item

@@ -22,7 +22,8 @@ class TaskOutcome:
     archived as asynq does). started_at: Unix seconds the handler started. duration: seconds the handler
     ran. wait: seconds from the task becoming pending (asynq's pending_since) to its start; 0.0 for a task
     handed straight to an idle worker by our enqueue script, None when unknown (a Go producer's task
-    without pending_since). error: the error text stored with the task ('' on success).
+    without pending_since). error: the error text stored with the task ('' on success). limit: the name of
+    the flow-control limit (asynqpy.limits) the task waited on before it started, None when it did not wait.
     """
 
     queue: str
@@ -33,9 +34,22 @@ class TaskOutcome:
     duration: float
     wait: float | None
     error: str = ""
+    limit: str | None = None
 
 
 OutcomeHook = Callable[[TaskOutcome], None]
+
+_new = object.__new__
+
+
+def task_outcome(queue: str, task_type: str, task_id: str, outcome: Outcome, started_at: float, duration: float,
+                 wait: float | None, error: str = "", limit: str | None = None) -> TaskOutcome:
+    """TaskOutcome(...) at half the cost: the processor makes one per task, and a frozen dataclass's __init__
+    sets each field through object.__setattr__."""
+    o = _new(TaskOutcome)
+    o.__dict__.update(queue=queue, task_type=task_type, task_id=task_id, outcome=outcome, started_at=started_at,
+                      duration=duration, wait=wait, error=error, limit=limit)
+    return o
 
 
 def call_hooks(hooks: Sequence[OutcomeHook], outcome: TaskOutcome) -> None:

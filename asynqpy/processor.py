@@ -13,10 +13,10 @@ from typing import Any
 from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
-from asynqpy.fetch import Dequeued, dequeue_for
+from asynqpy.fetch import Dequeued, Riders, dequeue_for
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
-from asynqpy.outcome import Outcome, TaskOutcome, call_hooks
+from asynqpy.outcome import Outcome, call_hooks, task_outcome
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient
 from asynqpy.rdb.scripts import Call
@@ -34,6 +34,9 @@ DEFAULT_DEADLINE = 1800.0  # asynq: a task with neither timeout nor deadline get
 ERR_DEADLINE = "context deadline exceeded"
 ERR_CANCELED = "context canceled"
 ERR_LEASE = "asynq: task lease expired"
+# Fetch loops while the queues have a backlog: with 2, one dequeue is in flight while the batch the other got runs
+# (bench/drain_profile.py --lanes 1 measures without).
+FETCH_LANES = 2
 
 
 
@@ -73,11 +76,14 @@ class Processor:
         self._stopping = asyncio.Event()
         self.trouble = TroubleLog("processor")  # the fetch loop's
         self.write_trouble = TroubleLog("processor")  # writes of task outcomes
-        self._slot = asyncio.Event()
+        self._slot = asyncio.Event()  # the fetch loop's
+        self._slot_waiters: set[asyncio.Future[None]] = set()  # wait_for_slot()'s
         self._wake = asyncio.Event()
         self._fetching = True
         self._paused = False
         self._fetch_task: asyncio.Task[None] | None = None
+        self._lane_task: asyncio.Task[None] | None = None
+        self._busy = asyncio.Event()  # the queues have a backlog: the second fetch lane runs
         self._idle = asyncio.Event()
         self._idle.set()
         self._writes: set[asyncio.Task[None]] = set()
@@ -85,12 +91,15 @@ class Processor:
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
+        if FETCH_LANES > 1:
+            self._lane_task = asyncio.create_task(self._fetch_loop(1), name="asynqpy-processor-lane")
         self.handoff.start()
 
     @property
     def alive(self) -> bool:
         """False once the fetch loop ended while the server still meant to fetch (a bug killed it)."""
-        return self._fetch_task is None or not self._fetch_task.done() or not self._fetching
+        tasks = [t for t in (self._fetch_task, self._lane_task) if t is not None]
+        return not self._fetching or not any(t.done() for t in tasks)
 
     @property
     def degraded(self) -> Degraded | None:
@@ -123,11 +132,21 @@ class Processor:
 
     async def wait_for_slot(self, timeout: float) -> None:
         """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""
-        self._slot.clear()
+        # A future and a timer, not wait_for(): a hand-off lane asks this at each freed slot of a busy drain.
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._slot_waiters.add(fut)
+        timer = loop.call_later(timeout, _settle, fut)
         try:
-            await asyncio.wait_for(self._slot.wait(), timeout)
-        except TimeoutError:
-            pass
+            await fut
+        finally:
+            timer.cancel()
+            self._slot_waiters.discard(fut)
+
+    def _slot_freed(self) -> None:
+        self._slot.set()
+        for fut in self._slot_waiters:
+            _settle(fut)
 
     def start_task(self, q: str, tid: str, data: bytes, *, wait: float | None = 0.0) -> None:
         """Run a task this server already holds (dequeued, or handed over by an enqueue script: those never
@@ -143,38 +162,61 @@ class Processor:
 
     # fetching
 
-    async def _fetch_loop(self) -> None:
+    async def _fetch_loop(self, lane: int = 0) -> None:
+        """Lane 0 fetches whenever slots are free (polling an empty queue every idle_poll_interval). Lane 1 runs
+        only while the queues have a backlog (the last dequeue got all it asked for): then each lane takes at most
+        half the slots, so one lane's dequeue is in flight while the tasks the other got run, and the worker does
+        not sit idle for a round trip after each batch (it never holds more tasks than it runs)."""
+        cfg = self.cfg
         while self._fetching:
-            free = self.cfg.concurrency - self.running
+            if lane and not self._busy.is_set():
+                await self._wait(self._busy, None)
+                continue
+            free = cfg.concurrency - self.running - self._reserved
             if free <= 0 or self._paused or self.too_many_stuck:
                 self._slot.clear()
-                await self._wait(self._slot, None if free <= 0 else self.cfg.idle_poll_interval)
+                await self._wait(self._slot, None if free <= 0 else cfg.idle_poll_interval)
                 continue
-            self._wake.clear()
-            self._reserved, got = free, []
+            if self._busy.is_set():
+                free = min(free, (cfg.concurrency + 1) // 2)
+            if not lane:
+                self._wake.clear()
+            got: list[Dequeued] = []
+            self._reserved += free
             self._fetched.clear()
             try:
                 got = await self._dequeue(free)
             except Exception as exc:  # transient trouble or a bug: either way fetching goes on, after a back-off
+                self._busy.clear()
                 self.trouble.note(exc, "fetch")
                 await self._wait(self._stopping, self.trouble.delay())
                 continue
             finally:
-                self._reserved = 0
-                self._fetched.set()
+                self._reserved -= free
+                if not self._reserved:
+                    self._fetched.set()
+                self._slot.set()  # the other lane may wait for the slots this one had reserved
             self.trouble.ok()
+            if len(got) >= free and cfg.concurrency > 1:
+                self._busy.set()
+            else:
+                self._busy.clear()
             if not got:
-                await self._wait(self._wake, self.cfg.idle_poll_interval)
+                if not lane:
+                    await self._wait(self._wake, cfg.idle_poll_interval)
                 continue
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
-            for q, tid, data, since in got:
+            for q, tid, data, since, limit in got:
                 try:
-                    self._start(q, tid, data, max(0.0, now - since) if since else None)
+                    self._start(q, tid, data, max(0.0, now - since) if since else None, limit)
                 except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
                     log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
+            return
+        if timeout is None:  # (a busy drain waits so at every batch: wait_for's task and timer cost more)
+            await ev.wait()
             return
         try:
             await asyncio.wait_for(ev.wait(), timeout)
@@ -182,12 +224,24 @@ class Processor:
             pass
 
     async def _dequeue(self, free: int) -> list[Dequeued]:
-        return await dequeue_for(self.rt.runner, self.cfg, free, lease_expiry=time.time() + self.cfg.lease_duration,
-                                 trouble=self.trouble)
+        # The acknowledgements due ride in the dequeue's round trip, ahead of it: a busy drain makes one round trip
+        # per batch of tasks, not two. They were sent only after their handlers returned (at-least-once).
+        acks = self.acker.take_for_fetch()
+        riders = Riders(acks.calls) if acks is not None else None
+        try:
+            return await dequeue_for(self.rt.runner, self.cfg, free,
+                                     lease_expiry=time.time() + self.cfg.lease_duration, trouble=self.trouble,
+                                     riders=riders)
+        finally:
+            if acks is not None and riders is not None:
+                if riders.results is None:
+                    self.acker.put_back(acks)
+                else:
+                    self.acker.settle(acks, riders.results)
 
     # running
 
-    def _start(self, q: str, tid: str, data: bytes, wait: float | None) -> None:
+    def _start(self, q: str, tid: str, data: bytes, wait: float | None, limit: str | None = None) -> None:
         now = time.time()
         try:
             msg = decode_task_message(data, queue=q, task_id=tid)
@@ -198,7 +252,7 @@ class Processor:
         deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
         at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE),
-                        wait=wait)
+                        wait=wait, limit=limit)
         self.rt.active[tid] = at
         self.running += 1
         self._idle.clear()
@@ -212,7 +266,7 @@ class Processor:
         return await self.threads.run(lambda t: ctx.run(fn, t), task)
 
     def _stuck_changed(self) -> None:
-        self._slot.set()  # the fetch loop looks again: past max_stuck_threads it stops, below it goes on
+        self._slot_freed()  # the fetch loop looks again: past max_stuck_threads it stops, below it goes on
         if self.too_many_stuck:
             log.error("processor: %d handler threads are stuck (max_stuck_threads %d): taking no new tasks, and "
                       "reporting not ready so that this worker is replaced", self.stuck, self.cfg.max_stuck_threads)
@@ -220,19 +274,18 @@ class Processor:
     async def _execute(self, at: ActiveTask) -> None:
         outcome: BaseException | None = None
         loop = asyncio.get_running_loop()
-        timeout = asyncio.timeout_at(loop.time() + max(0.0, at.deadline - time.time()))
+        # The deadline is a plain timer that cancels the task (asyncio.timeout costs twice as much per task).
+        timer = loop.call_at(loop.time() + max(0.0, at.deadline - time.time()), self._deadline_passed, at)
         try:
-            async with timeout:
-                await self.handler(at.received)
+            await self.handler(at.received)
         except asyncio.CancelledError:
-            outcome = _StopRequested(at.stop_reason)
-        except TimeoutError as exc:
-            outcome = _DeadlineExceeded() if timeout.expired() else exc
+            outcome = _DeadlineExceeded() if at.stop_reason == "deadline" else _StopRequested(at.stop_reason)
         except BaseException as exc:
             outcome = exc
         finally:
+            timer.cancel()
             self.running -= 1
-            self._slot.set()
+            self._slot_freed()
         if outcome is not None:
             at.received.cancel()
         try:
@@ -245,12 +298,19 @@ class Processor:
             if self.running == 0:
                 self._idle.set()
 
+    @staticmethod
+    def _deadline_passed(at: ActiveTask) -> None:
+        """The task's deadline timer: cancel its handler, unless it was already cancelled for another reason."""
+        if at.handle is not None and not at.handle.done() and not at.stop_reason:
+            at.stop_reason = "deadline"
+            at.handle.cancel()
+
     def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
         hooks = self.hooks
         if hooks:
             ended = at.ended or time.time()
-            call_hooks(hooks, TaskOutcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
-                                          max(0.0, ended - at.started), at.wait, error))
+            call_hooks(hooks, task_outcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
+                                           max(0.0, ended - at.started), at.wait, error, at.limit))
 
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg
@@ -338,9 +398,10 @@ class Processor:
         self._fetching = False
         self._stopping.set()
         self._wake.set()
-        self._slot.set()
-        if self._fetch_task is not None:
-            await asyncio.gather(self._fetch_task, return_exceptions=True)
+        self._slot_freed()
+        self._busy.set()  # the second lane waits for it
+        await asyncio.gather(*(t for t in (self._fetch_task, self._lane_task) if t is not None),
+                             return_exceptions=True)
         try:
             await self.handoff.stop()
         except Exception as exc:
@@ -362,6 +423,11 @@ class Processor:
         # Handler threads still running are daemons: once their tasks are requeued the process may exit without
         # them (it must not finish a task that another worker now runs).
         self.threads.close()
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class _StopRequested(Exception):

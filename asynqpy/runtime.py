@@ -29,8 +29,9 @@ class ActiveTask:
     deadline: float
     lease_expiry: float
     handle: asyncio.Task[None] | None = None
-    stop_reason: str = ""  # why we cancelled it: "canceled", "lease", "shutdown"
+    stop_reason: str = ""  # why we cancelled it: "canceled", "lease", "shutdown", "deadline"
     wait: float | None = None  # seconds from pending_since to start (None: unknown)
+    limit: str | None = None  # the flow-control limit it waited on before it started (None: it did not wait)
     ended: float = 0.0  # when the handler returned or raised
 
 

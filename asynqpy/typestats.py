@@ -1,9 +1,10 @@
 """Per-task-type minute aggregates: the outcome hook that counts runs in memory and the loop that writes them to
 Redis in batches (one script call per flush), for the dashboard's types page and `asynqpy stats --types`.
 
-Each (task type, minute) keeps: n (runs that ended), f (of them failed: retry, archived, canceled), rt (run time,
+Each (queue, task type, minute) keeps: n (runs that ended), f (of them failed: retry, archived, canceled), rt (run time,
 total ms), wn (runs whose wait is known), wt (wait, total ms), r<i> / w<i> (runs whose run time / wait fell in
 bucket i of BUCKETS). Only non-zero fields are written, into a minute hash and its hour's hash, both kept TTL.
+The queue is kept so the dashboard can show a user only the figures of queues they may see (per-queue roles).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ log = logging.getLogger("asynqpy")
 BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
                               300.0, 600.0, 1800.0, 3600.0)
 FLUSH_INTERVAL = 5.0
-MAX_TYPES = 500  # distinct types one process keeps in memory between flushes; later ones count as OTHER
-MAX_PENDING = 20_000  # (type, minute) groups held while Redis is unreachable; the oldest are dropped beyond it
+MAX_TYPES = 500  # distinct (queue, type) pairs one process keeps between flushes; later ones count as OTHER
+MAX_PENDING = 20_000  # (queue, type, minute) groups held while Redis is unreachable; the oldest are dropped beyond it
 OTHER = "(other types)"
 FAILED = frozenset({"retry", "archived", "canceled"})
 GROUPS_PER_CALL = 200  # a flush of more groups is several calls of at most this many (each well under 10 ms)
@@ -39,55 +40,75 @@ def bucket(seconds: float) -> int:
     return bisect.bisect_left(BUCKETS, seconds)
 
 
+# The counters of one (task type, minute), by index: n, f, rt, wn, wt, then r<i>, then w<i> (see the module's
+# docstring); observe() adds to a list of these, take() turns each list into its non-zero fields.
+FIELDS: tuple[str, ...] = ("n", "f", "rt", "wn", "wt", *(f"r{i}" for i in range(len(BUCKETS) + 1)),
+                           *(f"w{i}" for i in range(len(BUCKETS) + 1)))
+_INDEX = {name: i for i, name in enumerate(FIELDS)}
+_R0 = _INDEX["r0"]
+_W0 = _INDEX["w0"]
+
+
 class TypeStats:
-    """Counts outcomes per (task type, minute) in memory; thread-safe. `observe` is the outcome hook."""
+    """Counts outcomes per (queue, task type, minute) in memory; thread-safe. `observe` is the outcome hook."""
 
     def __init__(self, *, max_types: int = MAX_TYPES, max_pending: int = MAX_PENDING) -> None:
         self.max_types = max_types
         self.max_pending = max_pending
         self._lock = threading.Lock()
-        self._groups: dict[tuple[str, int], dict[str, int]] = {}
-        self._types: set[str] = set()
+        self._groups: dict[tuple[str, str, int], list[int]] = {}
+        self._types: set[tuple[str, str]] = set()
         self.dropped = 0  # groups given up while Redis stayed unreachable (logged)
 
     def observe(self, o: TaskOutcome) -> None:
-        """The outcome hook: a few dictionary updates under a lock, no Redis call."""
-        ended = o.started_at + o.duration
-        minute = int(ended // 60)
-        fields = {"n": 1, "rt": round(o.duration * 1000), f"r{bucket(o.duration)}": 1}
-        if o.outcome in FAILED:
-            fields["f"] = 1
-        if o.wait is not None:
-            fields.update({"wn": 1, "wt": round(o.wait * 1000), f"w{bucket(o.wait)}": 1})
+        """The outcome hook: a few list additions under a lock, no Redis call (it runs once per task)."""
+        duration, wait = o.duration, o.wait
+        minute = int((o.started_at + duration) // 60)
         with self._lock:
-            ttype = o.task_type
-            if ttype not in self._types:
+            pair = (o.queue, o.task_type)
+            if pair not in self._types:
                 if len(self._types) >= self.max_types:
-                    ttype = OTHER
+                    pair = (o.queue, OTHER)  # still under its queue: a per-queue role filters it too
                 else:
-                    self._types.add(ttype)
-            self._add(ttype, minute, fields)
+                    self._types.add(pair)
+            key = (pair[0], pair[1], minute)
+            c = self._groups.get(key)
+            if c is None:
+                c = self._groups[key] = [0] * len(FIELDS)
+            c[0] += 1
+            if o.outcome in FAILED:
+                c[1] += 1
+            c[2] += round(duration * 1000)
+            c[_R0 + bisect.bisect_left(BUCKETS, duration)] += 1
+            if wait is not None:
+                c[3] += 1
+                c[4] += round(wait * 1000)
+                c[_W0 + bisect.bisect_left(BUCKETS, wait)] += 1
 
-    def _add(self, ttype: str, minute: int, fields: Mapping[str, int]) -> None:
-        group = self._groups.setdefault((ttype, minute), {})
+    def _add(self, queue: str, ttype: str, minute: int, fields: Mapping[str, int]) -> None:
+        key = (queue, ttype, minute)
+        c = self._groups.get(key)
+        if c is None:
+            c = self._groups[key] = [0] * len(FIELDS)
         for k, v in fields.items():
-            group[k] = group.get(k, 0) + v
+            c[_INDEX[k]] += v
 
-    def take(self) -> dict[tuple[str, int], dict[str, int]]:
-        """Everything counted since the last take (the caller writes it, or gives it back)."""
+    def take(self) -> dict[tuple[str, str, int], dict[str, int]]:
+        """Everything counted since the last take, each group's non-zero fields (the caller writes it, or gives
+        it back)."""
         with self._lock:
             groups, self._groups = self._groups, {}
             self._types.clear()
-            return groups
+        return {k: {FIELDS[i]: v for i, v in enumerate(c) if v} for k, c in groups.items()}
 
-    def give_back(self, groups: Mapping[tuple[str, int], Mapping[str, int]]) -> None:
+    def give_back(self, groups: Mapping[tuple[str, str, int], Mapping[str, int]]) -> None:
         """Merge groups a failed flush could not write, dropping the oldest beyond max_pending."""
         with self._lock:
-            for (ttype, minute), fields in groups.items():
-                self._add(ttype, minute, fields)
+            for (queue, ttype, minute), fields in groups.items():
+                self._add(queue, ttype, minute, fields)
             over = len(self._groups) - self.max_pending
             if over > 0:
-                for k in sorted(self._groups, key=lambda g: g[1])[:over]:
+                for k in sorted(self._groups, key=lambda g: g[2])[:over]:
                     del self._groups[k]
                 self.dropped += over
                 log.warning("type stats: Redis unreachable, dropped %d minute aggregates (%d in all)", over,
@@ -107,13 +128,13 @@ class TypeStatsFlusher(Loop):
 
     async def run_once(self) -> float | None:
         groups = self.stats.take()
-        items = [(t, m, f) for (t, m), f in groups.items()]
-        written: set[tuple[str, int]] = set()
+        items = [(q, t, m, f) for (q, t, m), f in groups.items()]
+        written: set[tuple[str, str, int]] = set()
         try:
             for i in range(0, len(items), GROUPS_PER_CALL):
                 chunk = items[i:i + GROUPS_PER_CALL]
                 await self.rt.runner.run(record_type_stats(chunk))
-                written.update((t, m) for t, m, _ in chunk)
+                written.update((q, t, m) for q, t, m, _ in chunk)
         except Exception:
             self.stats.give_back({k: v for k, v in groups.items() if k not in written})
             raise

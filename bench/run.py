@@ -34,6 +34,9 @@ from bench.adapters import LIBS  # noqa: E402
 from bench.adapters.go_adapter import ENV_BIN, GO_DIR  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+# --only's step names -> the driver's steps (pickup and delayed are measured on one worker, so either runs both)
+STEPS = {"enqueue": "enqueue_single", "batch": "enqueue_batch", "producer": "producer_extras", "drain": "drain",
+         "pickup": "latency", "delayed": "latency", "idle": ""}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -52,7 +55,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--idle-seconds", type=float, default=10.0,
                     help="measure an idle worker (three queues) of asynqpy and go this long (0: skip)")
     ap.add_argument("--lib-timeout", type=float, default=300.0, help="give up on one library after this")
+    ap.add_argument("--only", default="",
+                    help=f"comma-separated subset of the steps {','.join(STEPS)} (default: all of them)")
     args = ap.parse_args(argv)
+    only = [x.strip() for x in args.only.split(",") if x.strip()]
+    if bad := [x for x in only if x not in STEPS]:
+        ap.error(f"unknown steps {bad}; choose from {', '.join(STEPS)}")
+    args.only = only
     libs = [x.strip() for x in args.libs.split(",") if x.strip()]
     unknown = [x for x in libs if x not in LIBS]
     if unknown:
@@ -94,6 +103,8 @@ def run_lib(lib: str, url: str, args: argparse.Namespace, env: dict[str, str], w
            "--pickup-samples", str(args.pickup_samples), "--delayed-samples", str(args.delayed_samples),
            "--delay", str(args.delay), "--spread", str(args.spread), "--drain-timeout", str(args.drain_timeout),
            "--log-dir", str(RESULTS / "logs")]
+    if args.only:
+        cmd += ["--steps", ",".join(dict.fromkeys(STEPS[x] for x in args.only if STEPS[x]))]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     timed_out = False
     try:
@@ -190,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"--- {lib}", file=sys.stderr, flush=True)
                 results[lib] = run_lib(lib, url, args, env, work)
             flush()
-            for lib in [x for x in ("asynqpy", "go") if x in args.libs] if args.idle_seconds > 0 else []:
+            measure_idle = args.idle_seconds > 0 and (not args.only or "idle" in args.only)
+            for lib in [x for x in ("asynqpy", "go") if x in args.libs] if measure_idle else []:
                 if lib == "go" and not go_bin:
                     continue
                 print(f"--- idle {lib}", file=sys.stderr, flush=True)

@@ -18,10 +18,12 @@ from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.rdb.state import record_type_stats
 from asynqpy.typestats import TypeStats
 
+QUEUE = "default"  # the aggregates are per (queue, type): a type run in k queues costs k times this
+
 
 def day_of(r: redis.Redis, ttype: str, per_minute: int, start: float) -> int:
-    """Write 1440 minutes of one type (per_minute runs each, run times spread over a few buckets); return the
-    bytes its minute and hour hashes take."""
+    """Write 1440 minutes of one type in one queue (per_minute runs each, run times spread over a few buckets);
+    return the bytes its minute and hour hashes take."""
     rnd = random.Random(1)
     runner = SyncRunner(r)
     for m in range(1440):
@@ -29,14 +31,14 @@ def day_of(r: redis.Redis, ttype: str, per_minute: int, start: float) -> int:
         at = start + m * 60
         for _ in range(per_minute):
             d = rnd.lognormvariate(-2, 1)
-            stats.observe(TaskOutcome("default", ttype, "x", "retry" if rnd.random() < .02 else "success", at, d,
+            stats.observe(TaskOutcome(QUEUE, ttype, "x", "retry" if rnd.random() < .02 else "success", at, d,
                                       rnd.lognormvariate(-4, 1.5)))
         groups = stats.take()
-        runner.run(record_type_stats([(t, mm, f) for (t, mm), f in groups.items()]))
+        runner.run(record_type_stats([(q, t, mm, f) for (q, t, mm), f in groups.items()]))
     first = int(start // 60)
-    total = sum(int(r.memory_usage(keys.type_minute(ttype, first + m)) or 0) for m in range(1440))
-    total += sum(int(r.memory_usage(keys.type_hour(ttype, h)) or 0)
-                 for h in range(first // 60, (first + 1440) // 60 + 1) if r.exists(keys.type_hour(ttype, h)))
+    total = sum(int(r.memory_usage(keys.type_queue_minute(QUEUE, ttype, first + m)) or 0) for m in range(1440))
+    hours = [keys.type_queue_hour(QUEUE, ttype, h) for h in range(first // 60, (first + 1440) // 60 + 1)]
+    total += sum(int(r.memory_usage(k) or 0) for k in hours if r.exists(k))
     return total
 
 

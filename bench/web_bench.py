@@ -3,10 +3,11 @@ end of 1,000,000 tasks, and Redis commands per second while 20 clients poll the 
 
     python bench/web_bench.py [--tasks 1000000] [--clients 20] [--seconds 20]
     python bench/web_bench.py --observers [--seconds 30]   # issue 20 section 4: what observers cost Redis
+    python bench/web_bench.py --snapshots [--queues 10,100,1000]   # only --observers' in-process part
 
 --observers: Redis commands/s (INFO commandstats deltas) for 1, 20 and 100 logged-in browsers polling the overview
 and a queue page every 5 s (gunicorn, 2 workers, 10 queues) and 1 and 5 scrapers of /metrics every 5 s; then the
-overview's server time and a fresh snapshot's time at 10, 100 and 1,000 queues.
+overview's server time and a fresh snapshot's time at 10, 100 and 1,000 queues (--snapshots: only those).
 
 Runs on a private embedded Valkey; data is written in asynq's layout by bench/inspector_data.py's loader.
 """
@@ -98,15 +99,24 @@ def poll(base: str, clients: int, seconds: float, interval: float, r: redis.Redi
 POLL_HEADERS = {"HX-Request": "true", "X-Asynqpy-Poll": "1"}  # a live refresh, as static/app.js sends it
 
 
-def script_commands(r: redis.Redis) -> int:
-    """Commands Redis ran, counted as INFO commandstats counts them (those scripts run included), INFO excluded."""
-    return sum(int(v["calls"]) for k, v in r.info("commandstats").items() if not k.startswith("cmdstat_info"))
+def by_command(r: redis.Redis) -> dict[str, int]:
+    """Calls per command name (INFO commandstats, those scripts run included), INFO excluded."""
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()
+            if not k.startswith("cmdstat_info")}
+
+
+def top_commands(before: dict[str, int], after: dict[str, int], seconds: float, n: int = 4) -> str:
+    """The n commands run most often between two by_command() readings, per second: "hmget 12.4, zcard 8.0"."""
+    rates = sorted(((after[k] - before.get(k, 0)) / seconds, k) for k in after)
+    return ", ".join(f"{k} {rate:.1f}" for rate, k in reversed(rates[-n:]) if rate > 0)
 
 
 def observers(base: str, browsers: int, scrapers: int, seconds: float, interval: float,
-              r: redis.Redis) -> tuple[float, int]:
+              r: redis.Redis) -> tuple[float, float, int, str]:
     """browsers logged-in clients polling the overview and a queue page, scrapers scraping /metrics, each every
-    interval seconds (spread over it), for seconds (bounded). Returns (Redis commands/s, requests)."""
+    interval seconds (spread over it), for seconds (bounded). Returns (Redis commands/s, the same without MEMORY
+    USAGE, requests, the commands run most often with their rates). Memory is sampled once a minute per queue
+    whoever observes: a window holds that burst or not, which moves a row by more than its observers do."""
     openers = [login_opener(base) for _ in range(browsers)]
     n = [0]
     lock = threading.Lock()
@@ -130,12 +140,14 @@ def observers(base: str, browsers: int, scrapers: int, seconds: float, interval:
     for t in threads:
         t.start()
     time.sleep(interval)  # every client has started: measure whole intervals
-    before, t0 = script_commands(r), time.monotonic()
+    before, t0 = by_command(r), time.monotonic()
     time.sleep(seconds - interval)
-    cps = (script_commands(r) - before) / (time.monotonic() - t0)
+    after, elapsed = by_command(r), time.monotonic() - t0
     for t in threads:
         t.join(timeout=60)
-    return cps, n[0]
+    total = (sum(after.values()) - sum(before.values())) / elapsed
+    memory = (after.get("memory|usage", 0) - before.get("memory|usage", 0)) / elapsed
+    return total, total - memory, n[0], top_commands(before, after, elapsed)
 
 
 def observer_rows(args: argparse.Namespace, users: Path) -> list[tuple[str, str]]:
@@ -160,10 +172,11 @@ def observer_rows(args: argparse.Namespace, users: Path) -> list[tuple[str, str]
                 except OSError:
                     time.sleep(0.1)
             for b, m in ((1, 0), (20, 0), (100, 0), (0, 1), (0, 5)):
-                cps, n = observers(base, b, m, args.seconds, 5.0, r)
+                cps, polls, n, top = observers(base, b, m, args.seconds, 5.0, r)
                 who = f"{b} browser(s)" if b else f"{m} scraper(s)"
                 rows.append((f"{who} polling every 5 s, 10 queues (gunicorn, 2 workers)",
-                             f"{cps:,.0f} Redis commands/s ({n} requests)"))
+                             f"{cps:,.0f} Redis commands/s, {polls:,.0f} without MEMORY USAGE ({n} requests; "
+                             f"most: {top})"))
         finally:
             proc.terminate()
             proc.wait(20)
@@ -213,11 +226,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--observers", action="store_true", help="what observers cost Redis (issue 20 section 4)")
+    ap.add_argument("--snapshots", metavar="COUNTS", nargs="?", const="10,100,1000",
+                    help="only --observers' in-process part: a fresh snapshot and the overview refresh at these "
+                         "queue counts (default 10,100,1000)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="asynqpy-webbench-"))
     users = tmp / "users.toml"
     create_user(users, "admin", "admin", PASSWORD)
     rows: list[tuple[str, str]] = []
+    if args.snapshots:
+        return _print([row for n in args.snapshots.split(",") for row in overview_rows(int(n), users)])
     if args.observers:
         return _print(observer_rows(args, users))
     with EmbeddedServer() as server:

@@ -127,7 +127,7 @@ class Inspector:
 
     def set_queue_limit(self, queue: str, *, max_size: int | None = None, max_latency: float | None = None) -> None:
         """Backpressure: our enqueue scripts refuse tasks for queue past max_size tasks (pending, scheduled,
-        retry, active) or while its oldest pending task has waited more than max_latency seconds
+        retry, active, aggregating) or while its oldest pending task has waited more than max_latency seconds
         (QueueFullError). Replaces the queue's previous limit. Go producers do not read it."""
         check_queue_name(queue)
         with reaching(self.url):
@@ -367,15 +367,22 @@ class Inspector:
 
     # -- per-type metrics and deploy marks -----------------------------------------------------------------
 
-    def type_stats(self, window: str = "1h") -> list[typestats.TypeStats]:
+    def type_stats(self, window: str = "1h", *,
+                   queues: typestats.QueueFilter | None = None) -> list[typestats.TypeStats]:
         """Per-task-type runs, failures, run-time and wait percentiles over window ("1h", "24h", "72h"), most
-        total run time first (from asynqpy workers' aggregates; Go workers write none). Raises
-        InvalidArgumentError for another window."""
-        return typestats.type_stats(self._ctx, window)
+        total run time first (from asynqpy workers' aggregates; Go workers write none). queues: count only the
+        queues this predicate admits (default every queue, and earlier workers' figures, which have no queue).
+        Raises InvalidArgumentError for another window."""
+        return typestats.type_stats(self._ctx, window, queues=queues)
 
-    def one_type_stats(self, task_type: str, window: str = "1h") -> typestats.TypeStats:
-        """One type's TypeStats (zeros when nothing was recorded)."""
-        return typestats.one_type(self._ctx, task_type, window)
+    def one_type_stats(self, task_type: str, window: str = "1h", *,
+                       queues: typestats.QueueFilter | None = None) -> typestats.TypeStats:
+        """One type's TypeStats over the queues admitted (zeros when nothing was recorded)."""
+        return typestats.one_type(self._ctx, task_type, window, queues=queues)
+
+    def task_types(self, window: str = "1h", *, queues: typestats.QueueFilter | None = None) -> list[str]:
+        """The task types recorded within window in the queues admitted (reads only the workers' index)."""
+        return typestats.task_types(self._ctx, window, queues=queues)
 
     def mark(self, label: str, *, by: str = "") -> typestats.Mark:
         """Record a deploy mark ("v1.4.2") now; the dashboard's charts draw it. Raises InvalidArgumentError for

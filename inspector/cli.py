@@ -15,7 +15,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.task import TaskState
 from asynqpy.terminal import say
-from inspector import findcli, limitviews, powercli, views
+from inspector import enqueuecli, findcli, limitviews, powercli, views
 from inspector.api import Inspector
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
@@ -102,6 +102,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--types", action="store_true", help="per task type: processed, failed, run time and wait "
                                                         "percentiles, total run time (from asynqpy workers)")
     p.add_argument("--window", choices=("1h", "24h", "72h"), default="1h", help="with --types (default 1h)")
+    p.add_argument("--queue", action="append", metavar="GLOB", help="with --types: count only the queues matching "
+                                                                     "GLOB (repeatable, e.g. 'billing:*')")
     _cmd(subparsers, "mark", powercli.mark, "record a deploy mark the dashboard's charts draw", c).add_argument(
         "label", help='what happened, e.g. "v1.4.2"')
 
@@ -188,6 +190,7 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
                                                   "bar (the dashboard shows it too; Ctrl-C cancels)")
         _confirm(p)
     findcli.add_find(task, _cmd, c)
+    enqueuecli.add_enqueue(task)
     _cmd(task, "cancel", views.task_cancel, "ask servers to cancel a running task", c).add_argument(
         "task_id", help="the id of a running task")
 

@@ -26,12 +26,14 @@ class Ctx:
     translated into asynqpy's) and the clock (Unix seconds) every 'now' comes from.
 
     last_snapshot: the newest queue snapshot this Inspector took (inspector.snapshot), for when it cannot be
-    shared through Redis.
+    shared through Redis. stored_snapshot: the bytes of the snapshot stored in Redis it last read or wrote, and
+    their decoded form (inspector.snapshot decodes a GET's bytes only when they differ).
     """
 
     door: SyncDoor
     clock: Callable[[], float] = time.time
     last_snapshot: Any = field(default=None, compare=False)
+    stored_snapshot: Any = field(default=None, compare=False)
 
     def now(self) -> float:
         return float(self.clock())

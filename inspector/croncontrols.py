@@ -8,6 +8,7 @@ schedulers never read our flag: their entries are read-only here (ours publish a
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import uuid
@@ -55,12 +56,26 @@ class CronStatus:
         return "" if self.ours else GO_READ_ONLY
 
 
+def _go_quoted(arg: str) -> str:
+    """The value of a string Go's %q wrote (asynq's option texts: Queue("billing")); the text itself when it
+    is not one. Go's escapes (\\a \\x7f \\u00e9 \\U0001f600 ...) are Python's, JSON's are fewer."""
+    try:
+        v = json.loads(arg)
+    except ValueError:
+        try:
+            v = ast.literal_eval(arg) if len(arg) >= 2 and arg[0] == arg[-1] == '"' else arg
+        except (ValueError, SyntaxError):
+            v = arg
+    return v if isinstance(v, str) else arg
+
+
 def entry_queue(e: SchedulerEntry) -> str:
-    """The queue an entry enqueues into: its Queue("...") option, else "default"."""
+    """The queue an entry enqueues into: its Queue("...") option, else "default". The dashboard's per-queue
+    roles judge an entry by this queue (webui.access.entry_queue), so it is the one the controls act on."""
     for o in e.opts:
         m = _OPT.match(o.strip())
         if m and m.group(1) == "Queue":
-            return str(json.loads(m.group(2)))
+            return _go_quoted(m.group(2))
     return "default"
 
 
@@ -133,8 +148,13 @@ def find(ctx: Ctx, entry_id: str) -> CronStatus:
     for e in cluster.scheduler_entries(ctx):
         if e.id == entry_id:
             return statuses(ctx, [e])[0]
-    raise InvalidArgumentError(f"no live scheduler has an entry {entry_id!r} (`asynqpy cron ls` lists them)",
-                               argument="entry_id")
+    raise no_such_entry(entry_id)
+
+
+def no_such_entry(entry_id: str) -> InvalidArgumentError:
+    """The error for an entry no live scheduler has (the dashboard gives it for a hidden queue's entry too)."""
+    return InvalidArgumentError(f"no live scheduler has an entry {entry_id!r} (`asynqpy cron ls` lists them)",
+                                argument="entry_id")
 
 
 def _ours(ctx: Ctx, entry_id: str) -> CronStatus:

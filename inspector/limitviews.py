@@ -44,7 +44,8 @@ def register_queue_limit(queue: Any, parents: list[argparse.ArgumentParser]) -> 
     help = ("backpressure: refuse enqueues past a size and/or an oldest-task age (no option: show the limit)")
     p = queue.add_parser("limit", help=help, description=help + "; only asynqpy producers obey it", parents=parents)
     p.add_argument("queue", help=QUEUE)
-    p.add_argument("--max-size", type=int, help="at most this many tasks pending, scheduled, retry and active")
+    p.add_argument("--max-size", type=int,
+                   help="at most this many tasks pending, scheduled, retry, active and aggregating (in groups)")
     p.add_argument("--max-latency", help="refuse while the oldest pending task has waited longer, e.g. 10m")
     p.add_argument("--clear", action="store_true", help="remove the queue's limit")
     p.set_defaults(func=lambda args: run(queue_limit, args))

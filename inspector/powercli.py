@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,8 +34,16 @@ def type_rows(stats: list[TypeStats]) -> str:
                   "TOTAL RUN"], rows)
 
 
+def _queue_globs(globs: list[str] | None) -> Callable[[str], bool] | None:
+    """--queue GLOB...: whether a queue matches one of them (None without any: every queue, and what earlier
+    workers wrote without a queue)."""
+    if not globs:
+        return None
+    return lambda q: any(fnmatch.fnmatchcase(q, g) for g in globs)
+
+
 def stats_types(insp: Inspector, args: argparse.Namespace) -> Out:
-    stats = insp.type_stats(args.window)
+    stats = insp.type_stats(args.window, queues=_queue_globs(getattr(args, "queue", None)))
     marks = insp.marks(insp.now() - {"1h": 3600, "24h": 86400, "72h": 259200}[args.window])
     text = type_rows(stats) if stats else f"no task types recorded in the last {args.window}"
     if marks:

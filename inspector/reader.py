@@ -12,14 +12,13 @@ from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
 from asynqpy.rdb.syncdoor import Batch
 from asynqpy.task import TaskState
-from inspector import records
+from inspector import queueread, records
 from inspector.context import (
     Ctx,
     check_id,
     check_page,
     check_queue_name,
     check_state,
-    from_unix,
     list_window,
     queue_missing,
     state_source,
@@ -28,47 +27,7 @@ from inspector.context import (
 from inspector.models import DailyStats, QueueInfo, SearchResult, TaskPage, TaskRecord
 from inspector.scripts import script
 
-MEMORY_SAMPLES = 20
-RETRY_SAMPLES = 20  # retry tasks (due soonest) whose last failure time gives the oldest retry age
 MAX_HISTORY_DAYS = 365
-
-
-def queue_info_call(q: str, now: float, *, memory: bool) -> Call[QueueInfo]:
-    states = ("pending", "active", "scheduled", "retry", "archived", "completed")
-    k = [keys.state_key(q, s) for s in states]
-    k += [keys.paused(q), keys.groups(q), keys.processed_daily(q, now), keys.failed_daily(q, now),
-          keys.processed_total(q), keys.failed_total(q), keys.exact_due(q)]
-    return Call(script("queue_info"), k, [keys.task_prefix(q), keys.group_prefix(q), MEMORY_SAMPLES if memory else 0,
-                                        RETRY_SAMPLES],
-                lambda raw: parse_queue_info(q, raw, now))
-
-
-def _int(v: Any) -> int:
-    return int(v) if v not in (b"", "", None) else 0
-
-
-def parse_queue_info(q: str, raw: Sequence[Any], now: float) -> QueueInfo:
-    pending, active, scheduled, retry, archived, completed, aggregating, groups, paused = (int(x) for x in raw[:9])
-    processed, failed, processed_total, failed_total = (_int(x) for x in raw[9:13])
-    since = records.ns_time(raw[13] or None)
-    memory = int(raw[16])
-    archived_at = from_unix(records.score(raw[17]))
-    retry_failed_at = from_unix(int(raw[18]) or None)
-    return QueueInfo(
-        queue=q, size=pending + active + scheduled + retry + archived + completed + aggregating,
-        pending=pending, active=active, scheduled=scheduled, retry=retry, archived=archived, completed=completed,
-        aggregating=aggregating, groups=groups, processed=processed, failed=failed,
-        processed_total=processed_total, failed_total=failed_total, paused=bool(paused),
-        latency=max(0.0, now - since.timestamp()) if since else 0.0, oldest_pending_since=since,
-        next_scheduled_at=from_unix(records.score(raw[14])), next_retry_at=from_unix(records.score(raw[15])),
-        memory_usage=memory if memory >= 0 else None, timestamp=from_unix(now) or datetime.now(UTC),
-        oldest_retry_failed_at=retry_failed_at, oldest_archived_at=archived_at,
-        oldest_retry_age=_age(now, retry_failed_at), oldest_archived_age=_age(now, archived_at),
-    )
-
-
-def _age(now: float, t: datetime | None) -> float:
-    return max(0.0, now - t.timestamp()) if t else 0.0
 
 
 def queues(ctx: Ctx) -> list[str]:
@@ -86,7 +45,8 @@ def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool | Collect
     if not names:
         return []
     now = ctx.now()
-    calls = [queue_info_call(q, now, memory=memory if isinstance(memory, bool) else q in memory) for q in names]
+    sampled = set(names) if memory is True else set() if memory is False else set(memory)
+    calls = queueread.calls(names, now, memory=sampled, fingerprints={}, cluster=ctx.door.cluster)
 
     def fill(b: Batch) -> None:
         b.command("SMISMEMBER", keys.QUEUES, *names)
@@ -97,7 +57,8 @@ def queue_infos(ctx: Ctx, names: Sequence[str] | None, *, memory: bool | Collect
     for q, ok in zip(names, known, strict=True):
         if not ok:
             raise queue_missing(q)
-    return [c.parse(raw) for c, raw in zip(calls, raws, strict=True)]
+    read = dict(pair for c, raw in zip(calls, raws, strict=True) for pair in c.parse(raw))
+    return [i for i in (read[q] for q in names) if i is not None]  # every one: no fingerprints given
 
 
 def history(ctx: Ctx, q: str, days: int) -> list[DailyStats]:
@@ -112,7 +73,8 @@ def history(ctx: Ctx, q: str, days: int) -> list[DailyStats]:
     known, vals = ctx.read(lambda b: (b.command("SISMEMBER", keys.QUEUES, q), b.command("MGET", *ks)))
     if not known:
         raise queue_missing(q)
-    return [DailyStats(q, datetime.fromtimestamp(t, tz=UTC).date(), _int(vals[2 * i]), _int(vals[2 * i + 1]))
+    return [DailyStats(q, datetime.fromtimestamp(t, tz=UTC).date(), queueread.int_or_zero(vals[2 * i]),
+                       queueread.int_or_zero(vals[2 * i + 1]))
             for i, t in enumerate(times)]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import operator
 import time
 import uuid
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -18,7 +19,7 @@ from asynqpy.errors import InvalidArgumentError, RedisUnavailableError
 from asynqpy.rdb import keys
 from asynqpy.rdb.failures import refuses_writes
 from asynqpy.rdb.scripts import Call
-from inspector import cluster, reader
+from inspector import cluster, queueread
 from inspector.context import Ctx, from_unix, text
 from inspector.models import QueueInfo
 from inspector.scripts import script
@@ -63,13 +64,15 @@ class QueueSnapshot:
 
 def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
     """Read a fresh snapshot from Redis: one round trip for the queue names and the stored memory samples, one
-    pipelined for the queues, two for the servers.
+    for the queues (queue_infos.lua over chunks of them: inspector.queueread), two for the servers.
 
     Incremental: with prev (the last snapshot), a queue whose counts, counters and paused flag are those of prev
-    (one pipelined round of plain reads, no script) keeps prev's info, its ages brought up to now, for FULL_EVERY
-    seconds at most; a queue with groups is always read in full (a group's size can change unseen).
+    (the script compares them, and reads no further) keeps prev's info, its ages brought up to now, for FULL_EVERY
+    seconds at most; a queue with groups is always read in full (a group's size can change unseen). So that the
+    queues kept do not all come due together, each snapshot also reads in full the oldest kept ones, in
+    proportion to the time since prev (a 5 s interval: a sixth of them, oldest first).
 
-    Memory (MEMORY USAGE on ~100 keys per queue, most of a snapshot's cost) is sampled only for the queues whose
+    Memory (MEMORY USAGE on ~100 keys per queue, most of a full read's cost) is sampled only for the queues whose
     stored sample is MEMORY_EVERY seconds old or more, oldest first, MEMORY_PER_SNAPSHOT at most; the others show
     their stored sample. The samples live in Redis, so every process and the exporter share them."""
     t0 = time.perf_counter()
@@ -78,15 +81,25 @@ def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
                                                 b.command("HGETALL", keys.SNAPSHOT_MEMORY)))
     names = sorted(text(q) for q in names_raw)
     stored = _memory_samples(stored_raw)
-    due = sorted((q for q in names if now - stored.get(q, (0, -MEMORY_EVERY))[1] >= MEMORY_EVERY),
-                 key=lambda q: stored.get(q, (0, -MEMORY_EVERY))[1])[:MEMORY_PER_SNAPSHOT]
-    kept = _unchanged(ctx, prev, [q for q in names if q not in due], now) if prev is not None else {}
-    full = [q for q in names if q not in kept]
-    read = {i.queue: i for i in (reader.queue_infos(ctx, full, memory=frozenset(due)) if full else [])}
-    infos = [read[q] if q in read else kept[q] for q in names]
-    infos = [i if i.queue in due or i.queue not in stored else replace(i, memory_usage=stored[i.queue][0])
-             for i in infos]
-    _store_memory(ctx, [i for i in infos if i.queue in due], now, [q for q in stored if q not in set(names)])
+    due = set(sorted((q for q in names if now - stored.get(q, (0, -MEMORY_EVERY))[1] >= MEMORY_EVERY),
+                     key=lambda q: stored.get(q, (0, -MEMORY_EVERY))[1])[:MEMORY_PER_SNAPSHOT])
+    old = {i.queue: i for i in prev.queues} if prev is not None else {}
+    read = _read(ctx, names, now, due, _fingerprints(prev, old, due, now) if prev is not None else {})
+    infos = []
+    for q in names:
+        info = read[q]
+        sample = stored.get(q) if q not in due else None
+        if info is None:  # unchanged: prev's, as of now
+            i = old[q]
+            info = _copy(i, latency=queueread.age(now, i.oldest_pending_since),
+                         oldest_retry_age=queueread.age(now, i.oldest_retry_failed_at),
+                         oldest_archived_age=queueread.age(now, i.oldest_archived_at),
+                         memory_usage=sample[0] if sample else i.memory_usage)
+        elif sample is not None:
+            info = _copy(info, memory_usage=sample[0])
+        infos.append(info)
+    registered = set(names)
+    _store_memory(ctx, [i for i in infos if i.queue in due], now, [q for q in stored if q not in registered])
     live = cluster.servers(ctx)
     per_queue: dict[str, int] = {}
     busy: dict[str, int] = {}
@@ -99,45 +112,42 @@ def take(ctx: Ctx, prev: QueueSnapshot | None = None) -> QueueSnapshot:
                          time.perf_counter() - t0)
 
 
-def _fingerprint(ctx: Ctx, names: list[str], now: float) -> list[tuple[int, ...]]:
-    """Per queue: its six state sizes, paused flag, group count and the four processed/failed counters."""
-    states = ("pending", "active", "scheduled", "retry", "archived", "completed")
+def _fingerprints(prev: QueueSnapshot, old: Mapping[str, QueueInfo], due: set[str], now: float) -> dict[str, str]:
+    """The fingerprints of the queues prev's info may stand for (see take): without groups, memory not due, read
+    in full less than FULL_EVERY ago; and of those, not the oldest, so that in all a share of the queues in
+    proportion to the time since prev is read in full (those past FULL_EVERY count toward it): they come due a
+    share at a time, not all at once every FULL_EVERY."""
+    candidates = [q for q, i in old.items() if q not in due and not i.groups]
+    prints = {q: queueread.fingerprint(old[q]) for q in candidates
+              if now - old[q].timestamp.timestamp() < FULL_EVERY}
+    # Rounded down (a hair up for float noise): no queue is read in full more often than every FULL_EVERY on
+    # average, and a few queues, a share under one, just come due at FULL_EVERY.
+    share = math.floor(len(candidates) * min(1.0, max(0.0, now - prev.taken_at) / FULL_EVERY) + 1e-9)
+    for q in sorted(prints, key=lambda q: old[q].timestamp)[:max(0, share - (len(candidates) - len(prints)))]:
+        del prints[q]
+    return prints
 
-    def fill(b: Any) -> None:
-        for q in names:
-            for st in states:
-                b.command("LLEN" if st in ("pending", "active") else "ZCARD", keys.state_key(q, st))
-            b.command("EXISTS", keys.paused(q))
-            b.command("SCARD", keys.groups(q))
-            b.command("MGET", keys.processed_daily(q, now), keys.failed_daily(q, now), keys.processed_total(q),
-                      keys.failed_total(q))
 
-    raw = ctx.read(fill) if names else []
-    out = []
-    for i in range(len(names)):
-        part = raw[i * 9:(i + 1) * 9]
-        out.append((*(int(x) for x in part[:8]), *(int(v) if v not in (None, b"") else 0 for v in part[8])))
+def _read(ctx: Ctx, names: list[str], now: float, due: set[str],
+          prints: Mapping[str, str]) -> dict[str, QueueInfo | None]:
+    """Per queue: its info read now, or None where its fingerprint in prints still holds; one round trip (run_many:
+    on a plain client the calls are packed by asynqpy.rdb.scripts, faster than redis-py's pipeline at ~15,000
+    arguments). Raises the first call's error."""
+    calls = queueread.calls(names, now, memory=due, fingerprints=prints, cluster=ctx.door.cluster)
+    out: dict[str, QueueInfo | None] = {}
+    for result in ctx.door.run_many(calls) if calls else []:
+        if isinstance(result, Exception):
+            raise result
+        out.update(result)
     return out
 
 
-def _unchanged(ctx: Ctx, prev: QueueSnapshot, names: list[str], now: float) -> dict[str, QueueInfo]:
-    """The queues of names whose info in prev still holds (see take), as of now."""
-    old = {i.queue: i for i in prev.queues}
-    candidates = [q for q in names
-                  if q in old and not old[q].groups and now - old[q].timestamp.timestamp() < FULL_EVERY]
-    kept: dict[str, QueueInfo] = {}
-    for q, fp in zip(candidates, _fingerprint(ctx, candidates, now), strict=True):
-        i = old[q]
-        if fp == (i.pending, i.active, i.scheduled, i.retry, i.archived, i.completed, int(i.paused), i.groups,
-                  i.processed, i.failed, i.processed_total, i.failed_total):
-            kept[q] = replace(i, latency=_age(now, i.oldest_pending_since),
-                              oldest_retry_age=_age(now, i.oldest_retry_failed_at),
-                              oldest_archived_age=_age(now, i.oldest_archived_at))
-    return kept
-
-
-def _age(now: float, t: datetime | None) -> float:
-    return max(0.0, now - t.timestamp()) if t else 0.0
+def _copy(i: QueueInfo, **changes: Any) -> QueueInfo:
+    """dataclasses.replace(i, **changes) without its per-field __init__, which at 1,000 queues was most of an
+    incremental snapshot's Python time (the fields are checked where they are read, in queueread)."""
+    out = object.__new__(QueueInfo)
+    out.__dict__.update(i.__dict__, **changes)
+    return out
 
 
 def _memory_samples(raw: Mapping[bytes, bytes]) -> dict[str, tuple[int, float]]:
@@ -176,7 +186,7 @@ def queue_snapshot(ctx: Ctx, max_age: float) -> QueueSnapshot:
     if isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or not max_age >= 0:
         raise InvalidArgumentError(f"max_age must be a non-negative number of seconds, got {max_age!r}",
                                    argument="max_age")
-    snap = _load(ctx.command("GET", keys.SNAPSHOT))
+    snap = _stored(ctx)
     if snap is not None and ctx.now() - snap.taken_at <= max_age:
         ctx.last_snapshot = snap
         return snap
@@ -203,7 +213,7 @@ def _take_shared(ctx: Ctx, max_age: float, prev: QueueSnapshot | None) -> QueueS
         deadline = time.monotonic() + WAIT_FOR_TAKER
         while time.monotonic() < deadline:
             time.sleep(POLL)
-            snap = _load(ctx.command("GET", keys.SNAPSHOT))
+            snap = _stored(ctx)
             if snap is not None and _fresh(ctx, snap, seen, max_age):  # the one taken while we waited
                 return snap
             if _lock(ctx, token):
@@ -212,11 +222,13 @@ def _take_shared(ctx: Ctx, max_age: float, prev: QueueSnapshot | None) -> QueueS
             return take(ctx)  # the taker is stuck: read for ourselves, without storing
     try:
         # Another taker may have stored one between our GET and our lock: use it.
-        stored = _load(ctx.command("GET", keys.SNAPSHOT))
+        stored = _stored(ctx)
         if stored is not None and _fresh(ctx, stored, seen, max_age):
             return stored
         snap = take(ctx, stored or prev)
-        ctx.command("SET", keys.SNAPSHOT, _dump(snap), "EX", KEEP)
+        raw = _dump(snap)
+        ctx.command("SET", keys.SNAPSHOT, raw, "EX", KEEP)
+        ctx.stored_snapshot = (raw, replace(snap, took=0.0))  # what _load(raw) gives, without decoding it
     finally:
         with contextlib.suppress(RedisUnavailableError):  # not released: it expires after LOCK_TTL_MS
             ctx.run(Call(script("release_lock"), [keys.SNAPSHOT_LOCK], [token], int))
@@ -235,22 +247,66 @@ def _take_unshared(ctx: Ctx, max_age: float, kind: str) -> QueueSnapshot:
     return replace(take(ctx), unshared=kind)
 
 
-def _plain(v: Any) -> Any:
-    return v.timestamp() if isinstance(v, datetime) else v
+def _stored(ctx: Ctx) -> QueueSnapshot | None:
+    """The snapshot stored in Redis (one GET), decoded only when its bytes are not those this Inspector last read
+    or wrote (ctx.stored_snapshot): at 1,000 queues decoding is tens of ms, and every asker of a process reads
+    the same bytes until the next snapshot."""
+    raw = ctx.command("GET", keys.SNAPSHOT)
+    cached = ctx.stored_snapshot
+    if raw and cached is not None and cached[0] == raw:
+        snap: QueueSnapshot = cached[1]
+        return snap
+    snap_read = _load(raw)
+    if snap_read is not None:
+        ctx.stored_snapshot = (raw, snap_read)
+    return snap_read
+
+
+_TIMES = tuple(f.name for f in fields(QueueInfo) if "datetime" in str(f.type))
+# What an unchanged queue's info changes from one snapshot to the next (take): these are encoded anew each time,
+# the other fields' JSON is kept per queue (_FRAGMENTS), so encoding 1,000 mostly unchanged queues is a join.
+_MOVING = ("latency", "memory_usage", "oldest_retry_age", "oldest_archived_age")
+_STILL = tuple(f.name for f in fields(QueueInfo) if f.name not in _MOVING)
+_still_of = operator.itemgetter(*_STILL)
+_FRAGMENTS: dict[str, tuple[tuple[Any, ...], str]] = {}  # queue -> (its still fields, their JSON without "}")
+
+
+def _number(v: int | float | None) -> str:
+    return "null" if v is None else repr(v)  # as json.dumps writes an int, a float (never NaN here) or None
+
+
+def _queue_json(q: QueueInfo, fragments: dict[str, tuple[tuple[Any, ...], str]]) -> str:
+    """q as a JSON object of its fields (datetimes as Unix seconds), as json.dumps of that dict would write it."""
+    d = q.__dict__  # the fields (a frozen dataclass without slots)
+    still = _still_of(d)
+    known = _FRAGMENTS.get(q.queue)
+    if known is not None and known[0] == still:
+        head = known[1]
+    else:
+        plain = {k: (v.timestamp() if k in _TIMES and v is not None else v) for k, v in zip(_STILL, still, strict=True)}
+        head = json.dumps(plain, separators=(",", ":"))[:-1]
+    fragments[q.queue] = (still, head)
+    return (f'{head},"latency":{_number(d["latency"])},"memory_usage":{_number(d["memory_usage"])},'
+            f'"oldest_retry_age":{_number(d["oldest_retry_age"])},'
+            f'"oldest_archived_age":{_number(d["oldest_archived_age"])}}}')
 
 
 def _dump(s: QueueSnapshot) -> bytes:
-    queues = [{f.name: _plain(getattr(q, f.name)) for f in fields(QueueInfo)} for q in s.queues]
-    doc = {"v": 1, "taken_at": s.taken_at, "servers": s.servers, "queue_servers": dict(s.queue_servers),
-           "workers_busy": dict(s.workers_busy), "queues": queues}
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)  # ~10x smaller: every asker GETs it
-
-
-_TIMES = {f.name for f in fields(QueueInfo) if "datetime" in str(f.type)}
+    fragments: dict[str, tuple[tuple[Any, ...], str]] = {}
+    queues = ",".join([_queue_json(q, fragments) for q in s.queues])
+    _FRAGMENTS.clear()  # only the queues of this snapshot are kept
+    _FRAGMENTS.update(fragments)
+    head = json.dumps({"v": 1, "taken_at": s.taken_at, "servers": s.servers, "queue_servers": dict(s.queue_servers),
+                       "workers_busy": dict(s.workers_busy)}, separators=(",", ":"))
+    doc = f'{head[:-1]},"queues":[{queues}]}}'
+    return zlib.compress(doc.encode(), 1)  # ~10x smaller: every asker GETs it
 
 
 def _fields(q: dict[str, Any]) -> dict[str, Any]:
-    return {k: from_unix(v) if k in _TIMES else v for k, v in q.items()}
+    for k in _TIMES:
+        if k in q:
+            q[k] = from_unix(q[k])
+    return q
 
 
 def _load(raw: bytes | None) -> QueueSnapshot | None:

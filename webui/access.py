@@ -13,13 +13,13 @@ from the ASYNQPY_REDACTION setting: the config file's [redaction] table, or a pa
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flask import Flask, abort, current_app, g, request
 
 from asynqpy.errors import QueueNotFoundError
+from inspector import croncontrols
 from inspector.models import SchedulerEntry, SearchResult, ServerInfo, TaskPage, TaskRecord
 from inspector.redact import Policy
 from webui import audit, csrf, security
@@ -27,7 +27,6 @@ from webui.users import NO_ACCESS, role_allows
 
 EXT = "asynqpy.redaction"
 SAFE = csrf.SAFE_METHODS
-_QUEUE_OPT = re.compile(r'^Queue\("(.*)"\)$')
 
 
 def policy() -> Policy:
@@ -116,6 +115,15 @@ def anywhere(need: str) -> bool:
     return any(role_allows(r, need) for r in (user.role, *(r for _, r in user.queues)))
 
 
+def everywhere(need: str) -> bool:
+    """Whether the user's role and every per-queue role of theirs allow need: for what acts on every queue at
+    once (a flow-control limit holds for a task type in whichever queue it runs)."""
+    user = g.get("user")
+    if user is None:
+        return False
+    return all(role_allows(r, need) for r in (user.role, *(r for _, r in user.queues)))
+
+
 def hides_some() -> bool:
     """Whether some queue may be hidden from the user (lists must then be filtered)."""
     user = g.get("user")
@@ -128,6 +136,14 @@ def visible(names: Iterable[str]) -> list[str]:
     if not hides_some():
         return names
     return [q for q in names if role_on(q) != NO_ACCESS]
+
+
+def queue_filter() -> Callable[[str], bool] | None:
+    """For Inspector reads that take a queue predicate (per-type metrics): None when the user may see every
+    queue, else whether they may see a given one."""
+    if not hides_some():
+        return None
+    return lambda q: role_on(q) != NO_ACCESS
 
 
 def visible_infos(infos: Iterable[Any]) -> list[Any]:
@@ -164,12 +180,8 @@ def servers(found: Iterable[ServerInfo]) -> list[ServerInfo]:
 
 
 def entry_queue(e: SchedulerEntry) -> str:
-    """The queue a scheduler entry enqueues into (its Queue("...") option, else "default")."""
-    for opt in e.opts:
-        m = _QUEUE_OPT.match(opt.strip())
-        if m:
-            return m.group(1)
-    return "default"
+    """The queue a scheduler entry enqueues into: the one the cron controls act on (inspector.croncontrols)."""
+    return croncontrols.entry_queue(e)
 
 
 def entries(found: Iterable[SchedulerEntry]) -> list[SchedulerEntry]:

@@ -92,7 +92,11 @@ def refused_request(reason: str, outcome: str = "denied", *, queue: str | None =
     the page's endpoint for a read), queue and task ids come from its URL and form unless given."""
     args = request.view_args or {}
     verb = args.get("action")
-    if verb:
+    if verb and "entry_id" in args:  # a cron control
+        action = f"cron.{verb}"
+    elif verb and (request.endpoint or "").startswith("find."):  # acting on every task matching a query
+        action = f"tasks.{verb}_matching"
+    elif verb:
         thing = "task" if "task_id" in args else "tasks" if "state" in args else "queue"
         action = f"{thing}.{verb}" + ("_all" if thing == "tasks" and request.form.get("all") == "1" else "")
     else:

@@ -1,5 +1,7 @@
-"""Cron controls on the scheduler page: pause, resume and enqueue-now of an entry (operator on the entry's
-queue), each audited whatever the outcome. Go schedulers' entries are refused (they cannot honour a pause)."""
+"""Cron controls on the scheduler page: pause, resume and enqueue-now of an entry (operator on the queue the
+entry enqueues into, by per-queue roles), each audited whatever the outcome. An entry of a queue hidden from
+the user answers as an unknown entry does; refusals are counted as every refused action is. Go schedulers'
+entries are refused (they cannot honour a pause)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, g, redirect, url_for
 
-from asynqpy.errors import AsynqError
+from asynqpy.errors import AsynqError, QueueNotFoundError
+from inspector import croncontrols
 from webui import access, audit, inspector
 from webui.auth import require_role
 
@@ -16,8 +19,10 @@ ACTIONS = ("pause", "resume", "run")
 
 
 @bp.post("/scheduler/<entry_id>/<action>")
-@require_role("operator")
+@require_role("viewer")
 def cron_action(entry_id: str, action: str) -> Any:
+    if not access.anywhere("operator"):
+        access.require(None, "operator")  # refused (and audited) before the entry is even looked up
     if action not in ACTIONS:
         abort(404)
     insp = inspector()
@@ -27,11 +32,10 @@ def cron_action(entry_id: str, action: str) -> Any:
     except AsynqError as exc:
         audit.record(name, outcome="error", detail=f"entry {entry_id}: {exc}")
         raise
-    if access.role_on(st.queue) == access.NO_ACCESS:
-        abort(404)  # an entry of a queue this user may not see: as if it did not exist
-    if not access.can("operator", st.queue):
-        audit.record_refused(name, outcome="denied", queue=st.queue, detail="this needs the operator role")
-        abort(403)
+    try:
+        access.require(st.queue, "operator")  # the role on the queue the entry enqueues into (403, counted)
+    except QueueNotFoundError:  # a hidden queue's entry (refusal counted): answered as if no scheduler had it
+        raise croncontrols.no_such_entry(entry_id) from None
     try:
         if action == "run":
             tid = insp.cron_enqueue_now(entry_id)

@@ -1,5 +1,9 @@
 """The flow-control page: every limit with its use now (viewer and operator see it; admin sets and removes
-limits, each change audited as limit.set / limit.remove)."""
+limits, each change audited as limit.set / limit.remove).
+
+Per-queue roles: a limit is per task-type pattern and holds in every queue its types run in, so its rule is
+shown to everyone, its use only in the queues the user may see (warnings too), and setting or removing one needs
+admin on every queue (the user's role and each per-queue role of theirs)."""
 
 from __future__ import annotations
 
@@ -10,8 +14,8 @@ from flask import Blueprint, abort, request
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.limits import Limit, parse_rate
 from inspector.limitviews import go_consumers
-from webui import audit, inspector
-from webui.auth import can, require_role
+from webui import access, audit, inspector, security
+from webui.auth import require_role
 from webui.render import page
 
 bp = Blueprint("limits", __name__)
@@ -19,8 +23,12 @@ bp = Blueprint("limits", __name__)
 
 def _show(message: str = "", level: str = "ok", status: int = 200) -> Any:
     insp = inspector()
-    usage = insp.limit_usage()
-    return page("limits.html", limits=insp.limits(), usage=usage, warnings=go_consumers(insp, usage),
+    usage = access.visible_infos(insp.limit_usage())  # one row per limit and queue: hidden queues' left out
+    held = {u.limit.pattern for u in usage}
+    limits = insp.limits()
+    return page("limits.html", limits=limits, usage=usage, idle=[x for x in limits if x.pattern not in held],
+                warnings=go_consumers(insp, usage), hides=access.hides_some(),
+                may_change=access.everywhere("admin") and not security.read_only(),
                 message=message, level=level, status=status)
 
 
@@ -31,9 +39,12 @@ def limits_page() -> Any:
 
 
 def _admin(what: str) -> None:
-    if not can("admin"):
-        audit.refused_request(f"{what} needs the admin role")
-        abort(403, description=f"{what} needs the admin role")
+    """403 (counted as refused) unless the user is admin on every queue: a limit holds in all of them."""
+    if not access.everywhere("admin"):
+        why = f"{what} needs the admin role" + (" on every queue (a limit holds in all of them)"
+                                                 if access.anywhere("admin") else "")
+        audit.refused_request(why)
+        abort(403, description=why)
 
 
 @bp.post("/limits")

@@ -14,6 +14,8 @@ response headers, client addresses behind trusted proxies, request ids, and the 
   ASYNQPY_AUTH_GROUP_ROLES    {group: role} or "group=role,group=role"; the strongest matching role wins
   ASYNQPY_AUTH_DEFAULT_ROLE   role of a proxy user in no mapped group ("" = refused with 403)
   ASYNQPY_SESSION_IDLE, ASYNQPY_SESSION_MAX_AGE   seconds: 3600 and 43200
+  ASYNQPY_SESSION_RECHECK     1.0 s: each worker keeps the sessions it checked in memory and reads the sessions
+                              epoch this often, so a logout ends a session on every worker within it
   ASYNQPY_LOGIN_MAX_PER_USER  5 failed logins of one account from one address (or one trusted browser) per window
   ASYNQPY_LOGIN_MAX_PER_ADDR  20 failed logins from one address, all accounts together, per window
   ASYNQPY_LOGIN_WINDOW        900 s, from the first failure
@@ -63,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_AUTH_DEFAULT_ROLE": "",
     "ASYNQPY_SESSION_IDLE": 3600,
     "ASYNQPY_SESSION_MAX_AGE": 12 * 3600,
+    "ASYNQPY_SESSION_RECHECK": 1.0,
     "ASYNQPY_LOGIN_MAX_PER_USER": 5,
     "ASYNQPY_LOGIN_MAX_PER_ADDR": 20,
     "ASYNQPY_LOGIN_WINDOW": 900,
@@ -99,7 +102,8 @@ class AuthState:
         cfg = current_app.config
         if "sessions" not in self._stores:
             self._stores["sessions"] = SessionStore(self._redis(), idle=cfg["ASYNQPY_SESSION_IDLE"],
-                                                    absolute=cfg["ASYNQPY_SESSION_MAX_AGE"], clock=self.clock)
+                                                    absolute=cfg["ASYNQPY_SESSION_MAX_AGE"], clock=self.clock,
+                                                    recheck=cfg["ASYNQPY_SESSION_RECHECK"])
         return self._stores["sessions"]
 
     @property
@@ -275,6 +279,13 @@ def init_app(app: Flask, get_inspector: Callable[[], Any] | None = None) -> None
     cfg["SESSION_COOKIE_SAMESITE"] = "Lax"
     if isinstance(cfg["ASYNQPY_SECURE_COOKIES"], str):  # from the environment or a file
         cfg["ASYNQPY_SECURE_COOKIES"] = cfg["ASYNQPY_SECURE_COOKIES"].strip().lower() in ("1", "true", "yes", "on")
+    try:
+        cfg["ASYNQPY_SESSION_RECHECK"] = float(cfg["ASYNQPY_SESSION_RECHECK"])
+        if not cfg["ASYNQPY_SESSION_RECHECK"] >= 0:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ValueError(f"ASYNQPY_SESSION_RECHECK must be a number of seconds, got "
+                         f"{cfg['ASYNQPY_SESSION_RECHECK']!r}") from None
     default = cfg["ASYNQPY_AUTH_DEFAULT_ROLE"]
     if default and default not in ROLES:
         raise ValueError(f"ASYNQPY_AUTH_DEFAULT_ROLE {default!r} is not one of {', '.join(ROLES)}")

@@ -1,6 +1,9 @@
 """The types pages: per-task-type runs, failures, run-time and wait percentiles over 1 h / 24 h / 72 h with
 sparklines and deploy marks (/types), one type's timeline and run-time histogram (/types/<type>), and adding
-a deploy mark (operator, audited). Go workers write no per-type data: the page shows asynq's per-queue counts."""
+a deploy mark (operator, audited). Go workers write no per-type data: the page shows asynq's per-queue counts.
+
+Per-queue roles: the figures are summed over the queues the user may see only (the aggregates are kept per queue
+and type); a type recorded in none of them in the last 72 h answers 404 for such a user, as one never recorded."""
 
 from __future__ import annotations
 
@@ -59,7 +62,7 @@ def types_page() -> Any:
     window = _window()
     insp = inspector()
     now = insp.now()
-    stats = insp.type_stats(window)
+    stats = insp.type_stats(window, queues=access.queue_filter())
     marks = insp.marks(now - WINDOWS[window])
     infos = access.visible_infos(snapshot.queue_infos())
     return page("types.html", stats=stats, marks=marks, window=window, windows=list(WINDOWS), infos=infos,
@@ -71,7 +74,10 @@ def types_page() -> Any:
 def type_page(task_type: str) -> Any:
     window = _window()
     insp = inspector()
-    st = insp.one_type_stats(task_type, window)
+    visible = access.queue_filter()
+    if visible is not None and task_type not in insp.task_types("72h", queues=visible):
+        abort(404)  # recorded only in queues hidden from this user, or never: the same answer
+    st = insp.one_type_stats(task_type, window, queues=visible)
     marks = insp.marks(insp.now() - WINDOWS[window])
     label = f"{task_type}: runs per {'minute' if st.step == 60 else 'hour'}, last {window}"
     return page("type.html", st=st, marks=marks, window=window, windows=list(WINDOWS),

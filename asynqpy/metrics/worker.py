@@ -1,6 +1,6 @@
-"""Worker metrics: task duration and wait histograms, failures and tasks in progress, built on the server's outcome
-hooks; readiness and liveness gauges a supervisor reads when worker processes share prometheus_client's
-multiprocess directory."""
+"""Worker metrics: task duration and wait histograms, failures, waits on flow-control limits and tasks in progress,
+built on the server's outcome hooks; readiness and liveness gauges a supervisor reads when worker processes share
+prometheus_client's multiprocess directory."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
                     600.0, 1800.0, 3600.0)
 WAIT_BUCKETS = DURATION_BUCKETS
 DEFAULT_MAX_TASK_TYPES = 100
+MAX_LIMITS = 100  # limit names kept as labels per process; more count as "other" (limits are few, set by operators)
 OTHER = "other"
 FAILURES = frozenset({"retry", "archived", "canceled"})
 
@@ -42,6 +43,14 @@ class WorkerMetrics:
         self.wait = Histogram("asynqpy_task_wait_seconds",
                               "Seconds from a task becoming pending (pending_since) to its handler starting.",
                               ["queue"], buckets=WAIT_BUCKETS, registry=registry)
+        self.limit_waits = Counter("asynqpy_task_limit_waits", "Tasks that waited on a flow-control limit before "
+                                   "they started (counted when their run ends), by the limit's pattern.",
+                                   ["queue", "limit"], registry=registry)
+        self.limit_wait = Histogram("asynqpy_task_limit_wait_seconds",
+                                    "Seconds from pending_since to the start of tasks that waited on a flow-control "
+                                    "limit (the wait on the limit included), by the limit's pattern.",
+                                    ["queue", "limit"], buckets=WAIT_BUCKETS, registry=registry)
+        self._limits: set[str] = set()
         self.failures = Counter("asynqpy_task_failures", "Task runs that failed (retry, archived or canceled).",
                                 ["queue", "task_type"], registry=registry)
         self.in_progress = Gauge("asynqpy_tasks_in_progress", "Tasks whose handler is running.", ["queue"],
@@ -90,6 +99,25 @@ class WorkerMetrics:
             wait.observe(o.wait)
         if failures is not None:
             failures.inc()
+        if o.limit is not None:
+            self._waited(o)
+
+    def limit_label(self, name: str) -> str:
+        """The label for a limit: its pattern while fewer than MAX_LIMITS are in use, else "other"."""
+        if name in self._limits:
+            return name
+        with self._lock:
+            if name in self._limits or len(self._limits) < MAX_LIMITS:
+                self._limits.add(name)
+                return name
+        return OTHER
+
+    def _waited(self, o: TaskOutcome) -> None:
+        assert o.limit is not None
+        label = self.limit_label(o.limit)
+        self.limit_waits.labels(o.queue, label).inc()
+        if o.wait is not None:
+            self.limit_wait.labels(o.queue, label).observe(o.wait)
 
     def watch(self, server: Server, interval: float = 0.25) -> None:
         """Sample the server every interval seconds (tasks in progress, live, ready) in a daemon thread."""

@@ -88,12 +88,20 @@ def enqueue_reply(queue: str, task_id: str) -> Callable[[Any], None]:
     return parse
 
 
-def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True) -> Call[None]:
+def enqueue(msg: TaskMessage, opts: EnqueueOptions, *, now: float, wake: bool = True,
+            admitted: bool = False) -> Call[None]:
     """The Call that stores a new task in pending, scheduled or its group, as asynq routes it.
 
-    The reply parser raises DuplicateTaskError (unique lock held) or TaskIDConflictError (id exists).
+    The reply parser raises QueueFullError (past the queue's backpressure limit), DuplicateTaskError (unique
+    lock held) or TaskIDConflictError (id exists). admitted: a plain task that is not checked against the
+    backpressure limit (the aggregator's task, made of a group's tasks that were counted when added).
     """
-    return enqueue_call(msg.SerializeToString(), msg.id, msg.unique_key, opts, now=now, wake=wake)
+    call = enqueue_call(msg.SerializeToString(), msg.id, msg.unique_key, opts, now=now, wake=wake)
+    if admitted:
+        if call.script.name != "enqueue":
+            raise ValueError(f"admitted applies to a plain enqueue, not {call.script.name}")
+        call = Call(call.script, call.keys, [*call.args, "1"], call.parse)
+    return call
 
 
 @lru_cache(maxsize=256)
@@ -177,11 +185,25 @@ def dequeue_timed(q: str, *, lease_expiry: float, count: int) -> Call[list[tuple
                 [due(lease_expiry), keys.task_prefix(q), count, "1"], _triples)
 
 
+def _quads(raw: Sequence[bytes]) -> list[tuple[str, bytes, float | None, str | None]]:
+    return [(raw[i].decode(), raw[i + 1], int(raw[i + 2]) / 1e9 if raw[i + 2] else None,
+             raw[i + 3].decode() if raw[i + 3] else None) for i in range(0, len(raw), 4)]
+
+
+def dequeue_waited(q: str, *, lease_expiry: float,
+                   count: int) -> Call[list[tuple[str, bytes, float | None, str | None]]]:
+    """dequeue_timed, with the limit each task waited on (see lua/_limits.lua). Reply: [(id, msg bytes,
+    pending_since Unix s or None, the limit's name or None when it did not wait)]."""
+    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
+                [due(lease_expiry), keys.task_prefix(q), count, "2"], _quads)
+
+
 def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float,
-                   count: int) -> Call[list[tuple[str, str, bytes, float | None]]]:
+                   count: int) -> Call[list[tuple[str, str, bytes, float | None, str | None]]]:
     """dequeue_timed from several queues in one call: each (queue, share) takes up to its share, in the order
     given, then what is left of count comes from the queues in that order again. Only where every queue's keys
-    live on one node (not on a cluster: their hash tags differ). Reply: [(queue, id, msg, pending_since or None)]."""
+    live on one node (not on a cluster: their hash tags differ).
+    Reply: [(queue, id, msg, pending_since or None, the limit the task waited on or None)]."""
     ks: list[str] = []
     args: list[Any] = [due(lease_expiry), count]
     for q, share in shares:
@@ -190,9 +212,9 @@ def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float,
         args += [prefix, share]
     names = [q for q, _ in shares]
 
-    def parse(raw: Sequence[Any]) -> list[tuple[str, str, bytes, float | None]]:
-        return [(names[int(raw[i]) - 1], raw[i + 1].decode(), raw[i + 2],
-                 int(raw[i + 3]) / 1e9 if raw[i + 3] else None) for i in range(0, len(raw), 4)]
+    def parse(raw: Sequence[Any]) -> list[tuple[str, str, bytes, float | None, str | None]]:
+        return [(names[int(raw[i]) - 1], raw[i + 1].decode(), raw[i + 2], int(raw[i + 3]) / 1e9 if raw[i + 3] else None,
+                 raw[i + 4].decode() if raw[i + 4] else None) for i in range(0, len(raw), 5)]
     return Call(script("dequeue_queues"), ks, args, parse)
 
 
@@ -380,10 +402,12 @@ def claim_tick(call: Call[object], q: str, entry_id: str, *, tick: int, claim_tt
     The claim and the enqueue are one script. Reply: "enqueued" when this call enqueued the task, "taken" when
     the tick was taken already (or, with catch_up, the entry never ran before), "early" when the tick is still
     ahead by Redis's clock (nothing written: try again), "paused" when an operator paused the entry (nothing
-written: the tick is skipped); the enqueue's own errors (DuplicateTaskError,
+written: the tick is skipped); the enqueue's own errors (QueueFullError, DuplicateTaskError,
     TaskIDConflictError) raise, and the tick stays claimed.
     """
     def parse(raw: Any) -> str:
+        if isinstance(raw, bytes | str) and raw[:5] in (b"full:", "full:"):
+            call.parse(raw)  # raises QueueFullError (the queue's backpressure limit, lua/_room.lua)
         code = int(raw)
         if code == TICK_EARLY:
             return "early"

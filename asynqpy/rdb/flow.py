@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import redis
+from redis.exceptions import NoScriptError
 
 from asynqpy.backpressure import QueueLimit
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.limits import Limit, Usage
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, SyncRunner, script
+from asynqpy.rdb.scripts import Call, script
+
+T = TypeVar("T")
 
 
 def _queues(r: redis.Redis) -> list[str]:
@@ -29,7 +32,7 @@ def set_limit(r: redis.Redis, limit: Limit, *, queues: Iterable[str] = ()) -> No
     """Store the limit for the fleet and in every known queue (and the given ones); workers obey it at once."""
     r.hset(keys.LIMITS, limit.pattern, limit.encode())
     for q in sorted(set(_queues(r)) | set(queues)):
-        r.hset(keys.queue_limits(q), limit.pattern, limit.encode())
+        run_call(r, write_queue_limits(q, {limit.pattern: limit.encode()}))
 
 
 def limits(r: redis.Redis) -> list[Limit]:
@@ -42,9 +45,19 @@ def remove_limit(r: redis.Redis, pattern: str) -> bool:
     """Drop the limit everywhere; its waiting tasks go back to pending. False when there was none."""
     existed = bool(r.hdel(keys.LIMITS, pattern))
     for q in _queues(r):
-        existed = bool(r.hdel(keys.queue_limits(q), pattern)) or existed
-        SyncRunner(r).run(release(q, pattern))
+        existed = bool(run_call(r, write_queue_limits(q, {pattern: ""}))) or existed
+        run_call(r, release(q, pattern))
     return existed
+
+
+def write_queue_limits(q: str, changes: Mapping[Any, Any], *, replace: bool = False) -> Call[int]:
+    """Queue q's copy of the limits: name -> encoded limit ('' removes it), all of them when replace. Its type
+    index is dropped in the same step when the set of names changes (lua/write_limits.lua). Reply: how many of
+    the given names q had."""
+    args: list[Any] = ["1" if replace else ""]
+    for name, raw in changes.items():
+        args += [name, raw]
+    return Call(script("write_limits"), [keys.queue_limits(q), keys.limit_types(q)], args, int)
 
 
 def release(q: str, pattern: str) -> Call[int]:
@@ -60,11 +73,7 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
         r.hsetnx(keys.LIMITS, lim.pattern, lim.encode())
     raw: dict[Any, Any] = r.hgetall(keys.LIMITS)
     for q in queues:
-        pipe = r.pipeline(transaction=False)
-        pipe.delete(keys.queue_limits(q))
-        if raw:
-            pipe.hset(keys.queue_limits(q), mapping=raw)
-        pipe.execute()
+        run_call(r, write_queue_limits(q, raw, replace=True))
 
 
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
@@ -102,6 +111,16 @@ def usages(r: redis.Redis) -> list[Usage]:
             if r.hexists(keys.queue_limits(q), lim.pattern):
                 out.append(usage(r, q, lim))
     return out
+
+
+def run_call(r: redis.Redis, call: Call[T]) -> T:
+    """One script call through the client's own pool (a SyncRunner would keep a connection for itself: these are
+    rare configuration writes, not a hot path)."""
+    try:
+        raw = r.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+    except NoScriptError:
+        raw = r.eval(call.script.text, len(call.keys), *call.keys, *call.args)
+    return call.parse(raw)
 
 
 def _glob(s: str) -> str:

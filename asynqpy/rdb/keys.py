@@ -7,6 +7,7 @@ asynqpy: so that Go asynq never trips over them; per-queue ones carry the same {
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 
 QUEUES = "asynq:queues"
@@ -69,7 +70,19 @@ def state_key(q: str, state: str) -> str:
 
 
 def utc_date(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d")
+    """The UTC date of Unix time t, "2024-05-01" (each acknowledgement names the day's counters: strftime is
+    slow, so the day's text is kept and reused while t stays within that day)."""
+    global _day
+    day = _day
+    if day[0] <= t < day[1]:
+        return day[2]
+    start = t // 86400 * 86400
+    text = datetime.fromtimestamp(start, tz=UTC).strftime("%Y-%m-%d")
+    _day = (start, start + 86400, text)
+    return text
+
+
+_day: tuple[float, float, str] = (0.0, 0.0, "")
 
 
 def processed_daily(q: str, t: float) -> str:
@@ -177,6 +190,12 @@ def limit_wait_list(q: str, member: str) -> str:
     return f"asynqpy:{{{q}}}:lwait:{member}"
 
 
+def limit_types(q: str) -> str:
+    """The type index of q's limits: task type -> the names of the limits it matches (filled by the dequeue
+    and hand-off scripts, dropped when the queue's limits change: lua/_limits.lua, lua/write_limits.lua)."""
+    return f"asynqpy:{{{q}}}:ltypes"
+
+
 def server_info(host: str, pid: int, server_id: str) -> str:
     return f"asynq:servers:{{{host}:{pid}:{server_id}}}"
 
@@ -228,17 +247,39 @@ def scheduler_ours(list_key: str) -> str:
 
 # -- per-task-type aggregates written by the workers' outcome hook (asynqpy.typestats), one hash tag
 
-TYPE_INDEX = "asynqpy:{types}:index"  # zset: task type -> the last minute (Unix min) it was recorded
+# zset: JSON [queue, task type] -> the last minute (Unix min) that type was recorded in that queue
+TYPE_QUEUE_INDEX = "asynqpy:{types}:qindex"
 MARKS = "asynqpy:{types}:marks"  # zset: deploy marks (JSON members), scored by their Unix seconds
 
 
+def type_queue_minute(queue: str, task_type: str, minute: int) -> str:
+    """One task type's counters and histogram buckets in one queue for one minute (minute: Unix seconds // 60).
+    The queue's length comes first, so no (queue, type) pair's key is another's."""
+    return f"asynqpy:{{types}}:qm:{minute}:{len(queue)}:{queue}:{task_type}"
+
+
+def type_queue_hour(queue: str, task_type: str, hour: int) -> str:
+    """The same counters summed over one hour (hour: Unix seconds // 3600), for the 24 h and 72 h views."""
+    return f"asynqpy:{{types}}:qh:{hour}:{len(queue)}:{queue}:{task_type}"
+
+
+def type_queue_member(queue: str, task_type: str) -> str:
+    """A (queue, task type) pair as a member of TYPE_QUEUE_INDEX: compact JSON, so any names round-trip."""
+    return json.dumps([queue, task_type], separators=(",", ":"), ensure_ascii=False)
+
+
+# Before per-queue roles the aggregates had no queue: workers of earlier versions still write these (readers
+# count them only for users who may see every queue; they expire within 72 h of the last such worker).
+TYPE_INDEX = "asynqpy:{types}:index"  # zset: task type -> the last minute (Unix min) it was recorded
+
+
 def type_minute(task_type: str, minute: int) -> str:
-    """One task type's counters and histogram buckets for one minute (minute: Unix seconds // 60)."""
+    """Earlier workers' counters of one task type (every queue) for one minute."""
     return f"asynqpy:{{types}}:m:{minute}:{task_type}"
 
 
 def type_hour(task_type: str, hour: int) -> str:
-    """The same counters summed over one hour (hour: Unix seconds // 3600), for the 24 h and 72 h views."""
+    """Earlier workers' counters of one task type (every queue) for one hour."""
     return f"asynqpy:{{types}}:h:{hour}:{task_type}"
 
 
@@ -270,6 +311,11 @@ def job(job_id: str) -> str:
 def web_session(digest: str) -> str:
     """Our own: a dashboard login session's hash, named by a digest of its id (never the cookie's id itself)."""
     return f"asynqpy:{{web}}:session:{digest}"
+
+
+# Our own: a counter every end of a session bumps (logout, a user's sessions ended), so each app process, which
+# keeps the sessions it checked in memory, learns with one GET that it must read them afresh.
+WEB_SESSIONS_EPOCH = "asynqpy:{web}:sessions-epoch"
 
 
 def web_user_sessions(user: str) -> str:

@@ -104,13 +104,14 @@ def clear_server_health(health_key: str) -> Call[int]:
     return Call(script("clear_server_health"), [health_key], [], _int)
 
 
-def record_type_stats(groups: Sequence[tuple[str, int, Mapping[str, int]]], *, ttl: int = TYPE_STATS_TTL) -> Call[int]:
-    """One script call adding groups of (task type, minute, fields) to their minute and hour hashes."""
-    ks: list[KeyOrArg] = [keys.TYPE_INDEX]
+def record_type_stats(groups: Sequence[tuple[str, str, int, Mapping[str, int]]], *,
+                      ttl: int = TYPE_STATS_TTL) -> Call[int]:
+    """One script call adding groups of (queue, task type, minute, fields) to their minute and hour hashes."""
+    ks: list[KeyOrArg] = [keys.TYPE_QUEUE_INDEX, keys.TYPE_INDEX]
     args: list[KeyOrArg] = [ttl]
-    for ttype, minute, fields in groups:
-        ks += [keys.type_minute(ttype, minute), keys.type_hour(ttype, minute // 60)]
-        args += [ttype, minute, len(fields)]
+    for queue, ttype, minute, fields in groups:
+        ks += [keys.type_queue_minute(queue, ttype, minute), keys.type_queue_hour(queue, ttype, minute // 60)]
+        args += [keys.type_queue_member(queue, ttype), minute, len(fields)]
         for k, v in fields.items():
             args += [k, v]
     return Call(script("record_type_stats"), ks, args, int)

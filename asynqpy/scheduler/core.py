@@ -30,7 +30,7 @@ from asynqpy import tracing
 from asynqpy.connection import aconnect
 from asynqpy.cron import zone
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError, InvalidArgumentError
+from asynqpy.errors import AsynqError, InvalidArgumentError, QueueFullError
 from asynqpy.rdb import broker, keys, state
 from asynqpy.rdb import clock as redis_clock
 from asynqpy.rdb.failures import Degraded, TroubleLog, reaching
@@ -41,6 +41,7 @@ from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, timestamp
 
 log = logging.getLogger("asynqpy.scheduler")
 
+REFUSALS_LOGGED_EVERY = 100  # a tick refused by a full queue is logged at the first refusal, then every 100th
 HISTORY_CAP = 1000  # enqueue events kept per entry (asynq's cap)
 # Every tick is claimed with a key that lives at least late_grace + CLAIM_SLACK seconds (two periods for long
 # ones): longer than any replica may be late for it. Each entry's latest claimed tick is kept far longer, so
@@ -129,6 +130,8 @@ class Scheduler:
         self._stopping = False
         self._changed = True
         self.failures = 0  # enqueue attempts that failed (Redis errors, refused enqueues)
+        self.refused = 0  # ticks refused by their queue's backpressure limit (QueueFullError; among failures)
+        self._refusals: dict[str, int] = {}  # entry id -> ticks refused in a row (logged at the first, then rarely)
         # Every Redis error of every step goes here: transient trouble logged once per kind per 10 s, a bug
         # with its trace as rarely; the step is tried again later, the scheduler never stops for it.
         self.trouble = TroubleLog("scheduler", logger=log)
@@ -311,11 +314,18 @@ class Scheduler:
                 latest_ttl=int(max(LATEST_MIN_TTL, 3 * period)), tolerance=int(self.late_grace + CLAIM_SLACK / 2),
                 owner=self.id, catch_up=catch_up, now=None if isinstance(self.clock, RedisClock) else now)
             claimed = await runner.run(call, register_queue=opts.queue)
-        except AsynqError as exc:  # a unique task still held, a task id taken: this tick is spent
+        except AsynqError as exc:  # a unique task still held, a task id taken, a full queue: this tick is spent
             self.failures += 1
             if span is not None:
                 span.failed(exc)
-            log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
+            if isinstance(exc, QueueFullError):  # the workers are behind: this tick is dropped, the next one tries
+                self.refused += 1
+                n = self._refusals[e.id] = self._refusals.get(e.id, 0) + 1
+                if n == 1 or n % REFUSALS_LOGGED_EVERY == 0:
+                    log.warning("scheduler: entry %s (%s) skipped its tick at %s: %s (%d in a row)", e.id, e.spec,
+                                _iso(tick), exc, n)
+            else:
+                log.warning("scheduler: entry %s (%s) did not enqueue at %s: %s", e.id, e.spec, _iso(tick), exc)
             return "done"
         except Exception as exc:  # Redis trouble, or a bug: logged (rarely), the tick is tried again soon
             self.failures += 1
@@ -335,6 +345,8 @@ class Scheduler:
             return "done"
         e.prev_tick = tick
         e.enqueued += 1
+        if self._refusals.pop(e.id, 0):
+            log.info("scheduler: entry %s (%s) enqueues again: its queue has room", e.id, e.spec)
         event = SchedulerEnqueueEvent(task_id=opts.task_id, enqueue_time=timestamp(now)).SerializeToString()
         try:
             await runner.run(state.record_scheduler_event(e.id, event, at=int(now), cap=HISTORY_CAP))

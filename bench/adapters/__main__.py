@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay", type=float, default=0.5)
     ap.add_argument("--spread", type=float, default=2.0)
     ap.add_argument("--drain-timeout", type=float, default=60.0)
-    ap.add_argument("--steps", default="enqueue_single,enqueue_batch,producer_extras,drain,latency")
+    ap.add_argument("--steps", default="enqueue_single,enqueue_batch,producer_extras,drain,drain2,latency")
     ap.add_argument("--log-dir", type=Path, default=Path("bench/results/logs"))
     args = ap.parse_args(argv)
 
@@ -64,12 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(adapter, args.redis_url, args.log_dir, say)
     steps = args.steps.split(",")
     try:
-        for step in ("enqueue_single", "enqueue_batch", "producer_extras", "drain", "latency"):
+        for step in ("enqueue_single", "enqueue_batch", "producer_extras", "drain", "drain2", "latency"):
             if step not in steps:
                 continue
             t0 = time.time()
             try:
-                if step in ("drain", "latency") and (why := adapter.unavailable()):
+                if step == "drain2" and adapter.worker_argv_processes(2) is None:
+                    continue  # this library is measured with one process only
+                if step in ("drain", "drain2", "latency") and (why := adapter.unavailable()):
                     raise StepError(why)
                 if step == "enqueue_single":
                     out[step] = bench.enqueue_single(args.enqueue_tasks)
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                     out[step] = bench.producer_extras(args.tasks)
                 elif step == "drain":
                     out[step] = bench.drain(args.tasks, args.drain_timeout)
+                elif step == "drain2":  # `--processes 2`, beside Go's one process
+                    out[step] = bench.drain(args.tasks, args.drain_timeout, processes=2)
                 else:
                     out.update(bench.latency(args.pickup_samples, args.delayed_samples, args.delay, args.spread))
             except Exception as exc:

@@ -50,6 +50,11 @@ class AsynqpyAdapter(Adapter):
                     self.url, "--concurrency", str(CONCURRENCY), "--queues", "default=1"]
         return [sys.executable, "-m", "bench.adapters.asynqpy_adapter"]
 
+    def worker_argv_processes(self, processes: int) -> list[str] | None:
+        """`asynqpy worker ... --processes N`: a supervisor and N spawned worker processes, each its own Server."""
+        return [console_script("asynqpy"), "worker", "bench.adapters.asynqpy_adapter:mux", "--redis-url", self.url,
+                "--concurrency", str(CONCURRENCY), "--queues", "default=1", "--processes", str(processes)]
+
     def enqueue(self, p: dict[str, Any]) -> None:
         self.client.enqueue(_task(p))
 

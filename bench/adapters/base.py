@@ -38,6 +38,9 @@ KEY_WARM = "bench:warm"
 ENV_URL = "BENCH_REDIS_URL"
 ENV_N = "BENCH_N"
 ENV_SHARED = "BENCH_SHARED_COUNT"
+ENV_MULTI = "BENCH_MULTI_PROCESS"  # "1": several worker processes drain together, each counts its own
+KEY_PROGRESS_BY_PID = "bench:progress:pids"  # hash pid -> "count time of its last task" (ENV_MULTI)
+KEY_FIRSTS = "bench:firsts"  # zset pid -> time of its first task (ENV_MULTI)
 
 
 def redis_url() -> str:
@@ -67,6 +70,10 @@ class Recorder:
         self.count = 0
         self.lock = threading.Lock()
         self.pid = os.getpid()
+        self.multi = os.environ.get(ENV_MULTI) == "1"
+        self.last = 0.0
+        if self.multi:  # a thread writes this process's progress (see _report_tail)
+            threading.Thread(target=self._report_tail, daemon=True, name="bench-progress").start()
 
     def handle(self, p: dict[str, Any], start: float) -> None:
         kind = p.get("k")
@@ -80,6 +87,9 @@ class Recorder:
             self.r.rpush(KEY_WARM, "1")
 
     def _done(self, start: float) -> None:
+        if self.multi:
+            self._done_multi(start)
+            return
         if self.shared:
             c = int(self.r.incr(KEY_COUNT))
         else:
@@ -91,6 +101,28 @@ class Recorder:
         if self.shared or c % 100 == 0 or c >= self.n:
             # a zset scored by count: a slow writer of an older count never hides a newer one
             self.r.zadd(KEY_PROGRESS, {f"{c} {time.time()!r}": c})
+
+
+    def _done_multi(self, start: float) -> None:
+        with self.lock:
+            self.count += 1
+            self.last = start
+            c = self.count
+        if c == 1:
+            self.r.zadd(KEY_FIRSTS, {str(self.pid): start})
+
+    def _report_tail(self) -> None:
+        """Every 50 ms, this process's count and the time of its last task, when they changed (the only writer
+        of its field: no write can overtake a newer one)."""
+        written = 0
+        r = redis.Redis.from_url(redis_url())
+        while True:
+            time.sleep(0.05)
+            with self.lock:
+                c, last = self.count, self.last
+            if c != written:
+                r.hset(KEY_PROGRESS_BY_PID, str(self.pid), f"{c} {last!r}")
+                written = c
 
 
 _recorder: Recorder | None = None
@@ -133,6 +165,11 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid, which is also its process group's id (start_new_session)."""
+        return self.proc.pid if self.proc is not None else None
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.proc = self.proc, None
@@ -194,6 +231,10 @@ class Adapter:
 
     def worker_argv(self) -> list[str]:
         raise NotImplementedError
+
+    def worker_argv_processes(self, processes: int) -> list[str] | None:
+        """The worker command with `processes` worker processes, or None when the library has no such mode here."""
+        return None
 
     def close(self) -> None:
         pass

@@ -7,6 +7,7 @@ for the table.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -15,13 +16,16 @@ from typing import Any
 import redis
 
 from bench.adapters.base import (
+    ENV_MULTI,
     ENV_N,
     ENV_SHARED,
     ENV_URL,
     KEY_FIRST,
+    KEY_FIRSTS,
     KEY_LATE,
     KEY_PICKUP,
     KEY_PROGRESS,
+    KEY_PROGRESS_BY_PID,
     KEY_WARM,
     Adapter,
     StepError,
@@ -39,9 +43,10 @@ class Bench:
     def flush(self) -> None:
         self.r.flushdb()
 
-    def worker(self, step: str, n: int = 0) -> WorkerProcess:
-        env = {ENV_URL: self.url, ENV_N: str(n), ENV_SHARED: "1" if self.ad.shared_count else "0"}
-        return WorkerProcess(self.ad.worker_argv(), env, self.log_dir / f"{self.ad.name}-{step}.log").start()
+    def worker(self, step: str, n: int = 0, argv: list[str] | None = None) -> WorkerProcess:
+        env = {ENV_URL: self.url, ENV_N: str(n), ENV_SHARED: "1" if self.ad.shared_count else "0",
+               ENV_MULTI: "0" if argv is None else "1"}
+        return WorkerProcess(argv or self.ad.worker_argv(), env, self.log_dir / f"{self.ad.name}-{step}.log").start()
 
     def enqueue_single(self, n: int) -> dict[str, Any]:
         self.flush()
@@ -75,24 +80,34 @@ class Bench:
         self.flush()
         return {"rate": n / secs, "n": n, "seconds": secs, "how": self.ad.batch_how}
 
-    def drain(self, n: int, timeout: float, stall: float = 20.0) -> dict[str, Any]:
+    def drain(self, n: int, timeout: float, stall: float = 20.0, processes: int = 1) -> dict[str, Any]:
+        """n tasks drained by the adapter's worker (processes > 1: its command with that many processes, each
+        counting its own tasks). cpu_us_per_task: user+sys of the worker's processes (its process group, from
+        /proc) from its first progress report to its last task, over the tasks run meanwhile."""
+        argv = None
+        if processes > 1:
+            argv = self.ad.worker_argv_processes(processes)
+            if argv is None:
+                raise StepError(f"{self.ad.name} has no --processes mode here")
         if self.ad.drain_cap:
             n = min(n, self.ad.drain_cap)
         self.flush()
         mem0 = self._settled_memory()
         self.ad.fill(n)
         per_task = (self._used_memory() - mem0) / n if n else 0.0
-        w = self.worker("drain", n)
+        w = self.worker("drain" if processes == 1 else f"drain{processes}", n, argv)
         spawned = time.time()
         last_change, last_c, partial = spawned, 0, False
         c, t_last, left = 0, 0.0, None
+        cpu0: tuple[int, float] | None = None  # (tasks counted, CPU seconds) at the first progress seen
+        cpu1 = 0.0
         try:
             while True:
-                top: list[bytes] = self.r.zrange(KEY_PROGRESS, -1, -1)  # type: ignore[assignment]
-                if top:
-                    cs, ts = top[0].decode().split()
-                    c, t_last = int(cs), float(ts)
+                c, t_last = self._progress(argv is not None)
+                if c > 0 and cpu0 is None:
+                    cpu0 = (c, group_cpu(w.pid))
                 if c >= n:
+                    cpu1 = group_cpu(w.pid)
                     left = self._left_queued()
                     break
                 now = time.time()
@@ -106,14 +121,36 @@ class Bench:
                 time.sleep(0.02)
         finally:
             w.stop()
-        first = self.r.get(KEY_FIRST)
+        first = self._first(argv is not None)
         self.flush()
         if c == 0 or first is None:
             raise StepError(f"no task finished in {time.time() - spawned:.0f}s: {w.log_tail()}")
-        secs = t_last - float(first)
+        secs = t_last - first
+        cpu_us = ((cpu1 - cpu0[1]) / (c - cpu0[0]) * 1e6 if cpu0 is not None and cpu1 and c > cpu0[0]
+                  else None)
         return {"rate": c / secs if secs > 0 else float("inf"), "n": c, "asked": n, "seconds": secs,
-                "bytes_per_pending_task": per_task,
+                "bytes_per_pending_task": per_task, "processes": processes, "cpu_us_per_task": cpu_us,
                 "wall_from_spawn": t_last - spawned, "partial": partial, "left_queued": left}
+
+    def _progress(self, multi: bool) -> tuple[int, float]:
+        """(tasks counted so far, time of the last one counted)."""
+        if multi:
+            rows: dict[bytes, bytes] = self.r.hgetall(KEY_PROGRESS_BY_PID)  # type: ignore[assignment]
+            pairs = [v.decode().split() for v in rows.values()]
+            return sum(int(p[0]) for p in pairs), max((float(p[1]) for p in pairs), default=0.0)
+        top: list[bytes] = self.r.zrange(KEY_PROGRESS, -1, -1)  # type: ignore[assignment]
+        if not top:
+            return 0, 0.0
+        cs, ts = top[0].decode().split()
+        return int(cs), float(ts)
+
+    def _first(self, multi: bool) -> float | None:
+        """When the first task started (the earliest of the processes' first tasks)."""
+        if multi:
+            rows: list[tuple[bytes, float]] = self.r.zrange(KEY_FIRSTS, 0, 0, withscores=True)  # type: ignore[assignment]
+            return float(rows[0][1]) if rows else None
+        first = self.r.get(KEY_FIRST)
+        return float(first) if first is not None else None  # type: ignore[arg-type]
 
     def _left_queued(self, settle: float = 2.0) -> int | None:
         """Tasks still waiting once n were counted: above 0 means some task ran twice."""
@@ -174,6 +211,25 @@ class Bench:
         if not values:
             raise StepError(f"no sample arrived: {w.log_tail()}")
         return {"ms": values, "lost": expected - len(values)}
+
+
+def group_cpu(pgid: int | None) -> float:
+    """User+sys CPU seconds of the live processes of process group pgid (a worker and its children), from /proc."""
+    if pgid is None:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ..., utime (12), stime (13)
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def reason(exc: BaseException) -> str:

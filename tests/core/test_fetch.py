@@ -55,7 +55,7 @@ def test_a_fetch_across_100_queues_is_at_most_two_script_calls(redis_url: str, r
     got = _fetch(redis_url, ServerConfig(queues=queues), 10)
     assert _script_calls(r) - before <= 2
     assert [q for q, *_ in got] == ["q099", "q099"]
-    for q, tid, data, since in got:
+    for q, tid, data, since, _ in got:
         assert r.hget(keys.task(q, tid), "state") == b"active"
         assert r.zscore(keys.lease(q), tid) is not None
         assert since is not None and data
@@ -131,7 +131,7 @@ def test_done_queues_finishes_the_tasks_of_several_queues_in_one_call(redis_url:
     _fill(redis_url, {"a": 2, "b": 1, "c": 3})
     got = _fetch(redis_url, ServerConfig(queues={"a": 1, "b": 1, "c": 1}), 10)
     by_queue: dict[str, list[tuple[str, str]]] = {}
-    for q, tid, _, _ in got:
+    for q, tid, *_ in got:
         by_queue.setdefault(q, []).append((tid, ""))
     by_queue["b"].append(("not-held", ""))
     r.script_load(script("done_queues").text)  # so that the call below is one EVALSHA, not EVALSHA then EVAL

@@ -11,6 +11,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from asynqpy import Client, ServeMux, Task
+from asynqpy.connection import connect
 from asynqpy.options import build_options
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
@@ -185,3 +186,55 @@ def test_a_task_handed_over_after_a_failed_withdraw_comes_back_to_its_queue(redi
     finally:
         release.set()
         r.acl_deluser("worker")
+
+
+def test_the_lane_blocks_again_after_its_connection_is_killed(redis_url: str, r: redis.Redis) -> None:
+    """The lane BLPOPs on a connection of its own: killed under it (a real fault), the lane reconnects, and a task
+    handed over meanwhile (the registration outlives the connection) still runs."""
+    if isinstance(r, RedisCluster):
+        pytest.skip("the cluster's lanes block through the cluster client; one server is enough here")
+    mux = ServeMux()
+    got: list[bytes] = []
+    ran = threading.Event()
+
+    @mux.handler("t")
+    def handle(t):  # type: ignore[no-untyped-def]
+        got.append(t.payload)
+        ran.set()
+
+    def blocked() -> bool:
+        return any(c.get("cmd") == "blpop" for c in r.client_list())
+
+    with running(redis_url, mux) as srv:
+        sid = srv.runtime.server_id  # type: ignore[union-attr]
+        wait_for(lambda: r.zscore(keys.waiters("default"), sid) and blocked(), what="the lane blocking")
+        r.client_kill_filter(_type="normal", skipme=True)
+        tid = Client(redis_url).enqueue(Task("t", b"after")).id
+        assert r.hget(keys.task("default", tid), "state") == b"active"  # handed over, to the box only the lane reads
+        wait_for(ran.is_set, timeout=10, what="the handed task to run once the lane reconnected")
+        wait_for(blocked, what="the lane blocking again")
+    assert got == [b"after"]
+
+
+def test_a_worker_behind_sentinel_gets_handed_tasks(redis_sentinel, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
+    """The lane's own connection finds the primary through Sentinel (as the pool's connections do), not the default
+    host: a task handed over at enqueue runs."""
+    if isinstance(r, RedisCluster):
+        pytest.skip("Sentinel has its own servers; once is enough")
+    url = redis_sentinel.url
+    primary = connect(url)
+    mux = ServeMux()
+    ran = threading.Event()
+    mux.handle("t", lambda t: ran.set())
+    try:
+        with running(url, mux) as srv:
+            sid = srv.runtime.server_id  # type: ignore[union-attr]
+            wait_for(lambda: primary.zscore(keys.waiters("default"), sid), what="the registration")
+            wait_for(lambda: any(c.get("cmd") == "blpop" for c in primary.client_list()), what="the lane blocking")
+            tid = Client(url).enqueue(Task("t", b"")).id
+            assert primary.hget(keys.task("default", tid), "state") == b"active"  # handed over
+            wait_for(ran.is_set, what="the handed task to run")
+    finally:
+        for k in primary.keys("asynq*"):
+            primary.delete(k)
+        primary.close()

@@ -45,14 +45,14 @@ def test_the_hook_bounds_types_and_a_flush_is_one_call_per_chunk(r: redis.Redis)
     stats.observe(_outcome("a", "retry", 0.02, None, now))
     groups = stats.take()
     minute = int(now // 60)
-    assert set(groups) == {("a", minute), ("b", minute), (OTHER, minute)}
-    assert groups[("a", minute)] == {"n": 2, "f": 1, "rt": 40, f"r{bucket(0.02)}": 2, "wn": 1, "wt": 500,
-                                      f"w{bucket(0.5)}": 1}
-    SyncRunner(r).run(record_type_stats([(t, m, f) for (t, m), f in groups.items()]))
-    assert r.hget(keys.type_minute("a", minute), "n") == b"2"
-    assert r.hget(keys.type_hour("a", minute // 60), "f") == b"1"
-    assert 72 * 3600 < r.ttl(keys.type_minute("a", minute)) <= 73 * 3600
-    assert r.zscore(keys.TYPE_INDEX, "a") == minute
+    assert set(groups) == {("default", "a", minute), ("default", "b", minute), ("default", OTHER, minute)}
+    assert groups[("default", "a", minute)] == {"n": 2, "f": 1, "rt": 40, f"r{bucket(0.02)}": 2, "wn": 1,
+                                                 "wt": 500, f"w{bucket(0.5)}": 1}
+    SyncRunner(r).run(record_type_stats([(q, t, m, f) for (q, t, m), f in groups.items()]))
+    assert r.hget(keys.type_queue_minute("default", "a", minute), "n") == b"2"
+    assert r.hget(keys.type_queue_hour("default", "a", minute // 60), "f") == b"1"
+    assert 72 * 3600 < r.ttl(keys.type_queue_minute("default", "a", minute)) <= 73 * 3600
+    assert r.zscore(keys.TYPE_QUEUE_INDEX, '["default","a"]') == minute
 
 
 def test_a_server_records_types_and_the_inspector_reads_them(redis_url: str, r: redis.Redis) -> None:
@@ -122,7 +122,7 @@ def test_a_flush_redis_refuses_is_kept_and_written_later(redis_url: str, r: redi
         await flusher.run_once()
         await rt.close()
     asyncio.run(go())
-    assert r.hget(keys.type_minute("a", int(now // 60)), "n") == b"2"
+    assert r.hget(keys.type_queue_minute("default", "a", int(now // 60)), "n") == b"2"
 
 
 def test_the_cli_shows_types_and_records_marks(redis_url: str, r: redis.Redis,
@@ -134,7 +134,7 @@ def test_the_cli_shows_types_and_records_marks(redis_url: str, r: redis.Redis,
     for d in (0.01, 0.02, 2.0):
         stats.observe(_outcome("email:send", "success", d, 0.1, now))
     stats.observe(_outcome("email:send", "archived", 0.01, None, now))
-    SyncRunner(r).run(record_type_stats([(t, m, f) for (t, m), f in stats.take().items()]))
+    SyncRunner(r).run(record_type_stats([(q, t, m, f) for (q, t, m), f in stats.take().items()]))
     assert main(["mark", "v1.4.2", "--redis-url", redis_url]) == 0
     assert "marked 'v1.4.2'" in capsys.readouterr().out
     assert main(["stats", "--types", "--redis-url", redis_url]) == 0
@@ -144,5 +144,10 @@ def test_the_cli_shows_types_and_records_marks(redis_url: str, r: redis.Redis,
     assert main(["stats", "--types", "--window", "72h", "--json", "--redis-url", redis_url]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["window"] == "72h" and data["types"][0]["processed"] == 4
+    assert data["types"][0]["queues"] == ["default"] and data["types"][0]["unqueued"] is False
+    assert main(["stats", "--types", "--queue", "billing:*", "--queue", "hr:*", "--redis-url", redis_url]) == 0
+    assert "no task types recorded" in capsys.readouterr().out  # default's runs are not billing's or hr's
+    assert main(["stats", "--types", "--queue", "def*", "--json", "--redis-url", redis_url]) == 0
+    assert json.loads(capsys.readouterr().out)["types"][0]["processed"] == 4
     assert main(["mark", " ", "--redis-url", redis_url]) == 1
     assert "label" in capsys.readouterr().err

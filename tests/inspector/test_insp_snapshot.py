@@ -150,3 +150,18 @@ def test_memory_is_sampled_once_a_minute_per_queue(insp: Inspector, client: Clie
     clock.advance(20)  # a minute since the sample
     insp.queue_snapshot(0)
     assert int(r.info("commandstats")["cmdstat_memory|usage"]["calls"]) >= 1
+
+
+def test_kept_queues_are_reread_a_share_at_a_time(insp: Inspector, client: Client, clock: Clock) -> None:
+    for i in range(6):
+        client.enqueue(Task("t"), queue=f"q{i}")
+    first = insp.queue_snapshot(0)
+    read_at = {q.queue: q.timestamp for q in first.queues}
+    for _ in range(3):  # 10 s apart: a third of FULL_EVERY, so a third of the unchanged queues, the oldest first
+        clock.advance(10)
+        snap = insp.queue_snapshot(0)
+        reread = [q.queue for q in snap.queues if q.timestamp != read_at[q.queue]]
+        assert len(reread) == 2, reread
+        assert all(read_at[q] == min(read_at.values()) for q in reread)
+        read_at = {q.queue: q.timestamp for q in snap.queues}
+    assert min(read_at.values()).timestamp() > first.taken_at  # after FULL_EVERY, each was read again once

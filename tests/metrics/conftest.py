@@ -26,8 +26,9 @@ import yaml
 
 from asynqpy import Client, QueueFullError, Task
 from asynqpy.embedded import EmbeddedServer, free_port
+from asynqpy.limits import Limit
 from asynqpy.rdb import keys
-from asynqpy.rdb.flow import set_queue_limit
+from asynqpy.rdb.flow import set_limit, set_queue_limit
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -104,6 +105,7 @@ def prometheus_stack() -> Iterator[Stack]:
         tid = c.enqueue(Task("old"), queue="stale").id
         r.hset(keys.task("stale", tid), "pending_since", str(int((time.time() - 3600) * 1e9)))
         set_queue_limit(r, "stale", max_size=1)  # full: the producer's enqueues there are refused
+        set_limit(r, Limit("ok:slow", concurrency=1), queues=["work"])  # pairs of slow tasks: one waits on it
         p_exp, p_dead, p_work, p_prom = (free_port() for _ in range(4))
         log = open(tmp / "children.log", "wb")  # noqa: SIM115 (closed with the stack)
         procs.append(subprocess.Popen([ASYNQPY, "exporter", "--bind", f"127.0.0.1:{p_exp}", "--redis-url", url],
@@ -128,6 +130,9 @@ def prometheus_stack() -> Iterator[Stack]:
                         c.enqueue(Task("more"), queue="stale")
                     if n % 2 == 0:
                         c.enqueue(Task("fail", b""), queue="work", max_retry=0)
+                    if n % 10 == 0:  # two at once, every 0.5 s: the second waits on the limit for ~0.2 s
+                        for _ in range(2):
+                            c.enqueue(Task("ok:slow", b"0.2"), queue="work")
                 except Exception:
                     continue
 

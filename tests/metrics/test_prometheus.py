@@ -12,12 +12,25 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
+from asynqpy.metrics.worker import WorkerMetrics
 from tests.metrics.conftest import Stack, prometheus_binary
 from tests.metrics.scrape import scrape, value
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 WINDOW = "30s"  # what $__rate_interval becomes: 30 scrapes at 1 s
+
+
+def _worker_limit_series() -> list[str]:
+    """The series the workers export about flow-control limits, named as asynqpy/metrics/worker.py names them."""
+    registry = CollectorRegistry()
+    WorkerMetrics(registry)
+    suffix = {"counter": "_total", "histogram": "_bucket"}
+    return [f.name + suffix[f.type] for f in registry.collect() if "limit" in f.name]
+
+
+WORKER_LIMIT_SERIES = _worker_limit_series()
 
 
 def dashboard_exprs() -> list[str]:
@@ -65,6 +78,11 @@ def test_dashboard_and_rules_are_parsed() -> None:
             assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
             for t in p["targets"]:
                 assert "queue" not in t["expr"] or '"$queue"' in t["expr"], t["expr"]
+    exprs = " ".join(dashboard_exprs())  # flow control: backpressure refusals, and waits on limits by limit
+    for metric in ["asynqpy_queue_enqueue_refused_total", "asynqpy_limit_waits_total", *WORKER_LIMIT_SERIES]:
+        assert f"{metric}{{" in exprs, metric
+    wait = next(m for m in WORKER_LIMIT_SERIES if m.endswith("_bucket"))
+    assert f"histogram_quantile(0.95, sum by (le, queue, limit) (rate({wait}{{" in exprs
     names = {r["alert"] for r in alert_rules()}
     assert len(names) == 7
     tested = yaml.safe_load((DEPLOY / "prometheus" / "alerts_test.yml").read_text())

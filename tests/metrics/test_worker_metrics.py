@@ -216,3 +216,41 @@ def test_bad_metrics_options_are_usage_errors(bad: list[str]) -> None:
     out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", *bad], capture_output=True, text=True,
                          cwd=REPO, timeout=30)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_worker_counts_tasks_that_waited_on_a_limit(redis_url: str, r: redis.Redis) -> None:
+    """A real worker's /metrics: tasks held back by a concurrency limit are counted per limit, with their wait;
+    a type under no limit is not."""
+    from asynqpy import Limit
+    from asynqpy.rdb.flow import set_limit
+    set_limit(r, Limit("ok", concurrency=1), queues=["default"])
+    port = free_port()
+    p = _worker(redis_url, port, "--concurrency", "4")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _ready(base), timeout=20, what="/readyz")
+        c = Client(redis_url)
+        c.enqueue_many([Task("ok", b"0.3") for _ in range(4)])  # one runs, three wait for its slot
+        c.enqueue(Task("type:free", b""))
+        wait_for(lambda: r.get(keys.processed_total("default")) == b"5", timeout=30, what="5 processed")
+        s = wait_for(lambda: (x := scrape(base + "/metrics")) and sum(counts_by_outcome(x).values()) == 5 and x)
+        assert value(s, "asynqpy_task_limit_waits_total", queue="default", limit="ok") == 3
+        assert series(s, "asynqpy_task_limit_waits_total") == {(("limit", "ok"), ("queue", "default")): 3}
+        assert value(s, "asynqpy_task_limit_wait_seconds_count", queue="default", limit="ok") == 3
+        assert value(s, "asynqpy_task_limit_wait_seconds_sum", queue="default", limit="ok") >= 0.3  # type: ignore[operator]
+    finally:
+        _stop(p)
+    assert p.returncode == 0, p.stderr.read().decode() if p.stderr else ""
+
+
+def test_limit_labels_stay_bounded() -> None:
+    from asynqpy.metrics.worker import MAX_LIMITS
+    from asynqpy.outcome import TaskOutcome
+    reg = CollectorRegistry()
+    m = WorkerMetrics(reg)
+    for i in range(MAX_LIMITS + 50):
+        m.observe(TaskOutcome("q", "t", "id", "success", 0.0, 0.01, 1.0, "", f"limit:{i}"))
+    m.observe(TaskOutcome("q", "t", "id", "success", 0.0, 0.01, 1.0))  # waited on no limit
+    waits = series(samples(reg), "asynqpy_task_limit_waits_total")
+    assert len(waits) == MAX_LIMITS + 1 and waits[(("limit", "other"), ("queue", "q"))] == 50
+    assert sum(waits.values()) == MAX_LIMITS + 50

@@ -20,7 +20,7 @@ import redis
 from asynqpy import Client, Task
 from asynqpy.embedded import free_port
 from tests.inspector.worker import Worker
-from tests.webui.browserkit import ARTIFACTS, CHROMIUM
+from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect
 from webui.users import UsersFile
 
 DB = 13
@@ -96,8 +96,6 @@ def log_in(page: Any, base: str, name: str) -> None:
 
 
 def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
-
     base = site["base"]
     ids = archived(site["url"])
     ctx = browser.new_context()

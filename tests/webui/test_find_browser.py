@@ -15,7 +15,7 @@ from werkzeug.serving import make_server
 
 from inspector import Inspector
 from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM
+from tests.webui.browserkit import CHROMIUM, expect
 from tests.webui.webkit import make_state
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
@@ -36,8 +36,6 @@ def site(redis_url: str, users_path: Path) -> Iterator[str]:
 
 def test_filter_then_replay_all_that_match_and_find_the_audit_record(site: str, browser: Any,
                                                                       redis_url: str) -> None:
-    from playwright.sync_api import expect
-
     ids = make_state(redis_url)
     ctx = browser.new_context()
     page = ctx.new_page()

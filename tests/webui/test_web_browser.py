@@ -24,6 +24,7 @@ import redis
 
 from asynqpy.embedded import free_port
 from tests.webui.authkit import PASSWORDS
+from tests.webui.browserkit import expect
 from tests.webui.webkit import make_state
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -85,8 +86,6 @@ def _login(page: Any, base: str, name: str) -> None:
 
 def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], browser: Any,
                                                            data: dict[str, Any]) -> None:
-    from playwright.sync_api import expect
-
     base = web["base"]
     ARTIFACTS.mkdir(exist_ok=True)
     dialogs: list[str] = []
@@ -156,8 +155,6 @@ def test_size_samples_once_per_interval_across_gunicorn_workers(web: dict[str, A
 
 def test_select_rows_and_replay_them_then_delete_all_after_confirming(web: dict[str, Any], browser: Any,
                                                                       data: dict[str, Any]) -> None:
-    from playwright.sync_api import expect
-
     base = web["base"]
     ctx = browser.new_context()
     page = ctx.new_page()
@@ -180,8 +177,6 @@ def test_select_rows_and_replay_them_then_delete_all_after_confirming(web: dict[
 
 
 def test_a_slow_replay_shows_progress_across_a_reload_and_cancels(web: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
-
     from asynqpy import Client, Task
     from inspector import Inspector
 
@@ -215,8 +210,6 @@ def test_a_slow_replay_shows_progress_across_a_reload_and_cancels(web: dict[str,
 
 
 def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, Any]) -> None:
-    from playwright.sync_api import expect
-
     base = web["base"]
     ctx = browser.new_context()
     page = ctx.new_page()
@@ -237,8 +230,6 @@ def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, An
 
 
 def test_chart_range_and_live_refresh_pause(web: dict[str, Any], browser: Any, data: dict[str, Any]) -> None:
-    from playwright.sync_api import expect
-
     base = web["base"]
     ctx = browser.new_context()
     page = ctx.new_page()

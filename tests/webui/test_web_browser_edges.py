@@ -22,7 +22,7 @@ from asynqpy.rdb import keys
 from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry
 from tests.inspector.worker import Worker
 from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM
+from tests.webui.browserkit import CHROMIUM, expect
 from tests.webui.livekit import serve
 from tests.webui.webkit import make_state
 
@@ -103,8 +103,6 @@ def test_every_changing_page_refreshes_and_pauses_while_hidden(site: dict[str, A
 
 
 def test_deletes_and_archives_ask_first_with_the_count(site: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
-
     base, ids = site["base"], site["ids"]
     ctx = browser.new_context()
     page = ctx.new_page()
@@ -149,8 +147,6 @@ def test_deletes_and_archives_ask_first_with_the_count(site: dict[str, Any], bro
 
 
 def test_replay_all_shows_its_job_by_the_button_with_its_own_message(site: dict[str, Any], browser: Any) -> None:
-    from playwright.sync_api import expect
-
     base, r = site["base"], site["redis"]
     from asynqpy import Client, Task
 

@@ -17,7 +17,7 @@ from asynqpy.embedded import EmbeddedServer
 from inspector import Inspector
 from inspector.bounds import CELL, NAME
 from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM
+from tests.webui.browserkit import CHROMIUM, expect
 from tests.webui.livekit import go_enqueue, serve
 from webui.proxy import wrap
 
@@ -43,8 +43,6 @@ def quiet(redis_url: str, users_path: Path) -> Iterator[str]:
 
 
 def test_a_1mb_type_renders_at_once_cut_in_its_cell(quiet: str, browser: Any, redis_url: str) -> None:
-    from playwright.sync_api import expect
-
     tid = go_enqueue(redis_url, "big", "T" * 1_000_000, b'{"x": 1}')
     ctx = browser.new_context()
     page = ctx.new_page()
@@ -61,8 +59,6 @@ def test_a_1mb_type_renders_at_once_cut_in_its_cell(quiet: str, browser: Any, re
 
 
 def test_a_failed_action_shows_its_message(quiet: str, browser: Any, redis_url: str) -> None:
-    from playwright.sync_api import expect
-
     gone = go_enqueue(redis_url, "mail", "email:send")
     ctx = browser.new_context()
     page = ctx.new_page()
@@ -82,8 +78,6 @@ def test_a_failed_action_shows_its_message(quiet: str, browser: Any, redis_url: 
 
 def test_the_redis_banner_appears_when_redis_goes_away_and_clears_when_it_is_back(browser: Any, users_path: Path,
                                                                                   tmp_path: Path) -> None:
-    from playwright.sync_api import expect
-
     server = EmbeddedServer(data_dir=tmp_path / "valkey").start()  # kept data: sessions survive the restart
     app = make_app(server.url, users_path, ASYNQPY_POLL_SECONDS=1)
     try:
@@ -141,8 +135,6 @@ def test_under_a_prefix_every_request_carries_it_and_polls_are_marked_background
 
 
 def test_a_proxy_error_page_keeps_the_page_and_says_so(browser: Any, redis_url: str, users_path: Path) -> None:
-    from playwright.sync_api import expect
-
     go_enqueue(redis_url, "mail", "email:send")
     app = make_app(redis_url, users_path, ASYNQPY_POLL_SECONDS=1)
     broken = {"on": False}

@@ -16,7 +16,7 @@ from werkzeug.serving import make_server
 from asynqpy import Client, Task
 from tests.redisfaults import busy, fault_redis, fault_server, fault_url
 from tests.webui.authkit import PASSWORDS, make_app, users_path
-from tests.webui.browserkit import CHROMIUM
+from tests.webui.browserkit import CHROMIUM, expect
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
 
@@ -55,8 +55,6 @@ def page(base: str, browser: Any) -> Iterator[Any]:
 
 
 def test_a_polling_page_shows_redis_down_and_recovers(page: Any, base: str, fault_url: str) -> None:
-    from playwright.sync_api import expect
-
     page.goto(base + "/queues/mail")
     body = page.locator("#queue-body")
     expect(body).to_contain_text("email")

@@ -24,16 +24,16 @@ from asynqpy.typestats import bucket
 from inspector import Inspector
 from tests.helpers import wait_for
 from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM
+from tests.webui.browserkit import CHROMIUM, expect
 from tests.webui.livekit import Browser, serve
 
 ODD = "odd/type~name"
 
 
-def _record(r: redis.Redis, ttype: str, n: int, failed: int, seconds: float, at: float) -> None:
+def _record(r: redis.Redis, ttype: str, n: int, failed: int, seconds: float, at: float, queue: str = "default") -> None:
     fields = {"n": n, "f": failed, "rt": round(n * seconds * 1000), f"r{bucket(seconds)}": n, "wn": n,
               "wt": n * 10, f"w{bucket(0.01)}": n}
-    SyncRunner(r).run(record_type_stats([(ttype, int(at // 60), fields)]))
+    SyncRunner(r).run(record_type_stats([(queue, ttype, int(at // 60), fields)]))
 
 
 @pytest.fixture
@@ -132,8 +132,6 @@ def _login(page: Any, base: str, name: str) -> None:
 
 @needs_chromium
 def test_browser_types_page_draws_a_deploy_mark(live: str, browser: Any, r: redis.Redis) -> None:
-    from playwright.sync_api import expect
-
     now = time.time()
     for i in range(10):
         _record(r, "report:build", 5 + i, i % 2, 0.5, now - 60 * i)
@@ -156,8 +154,6 @@ def test_browser_types_page_draws_a_deploy_mark(live: str, browser: Any, r: redi
 @needs_chromium
 def test_browser_operator_pauses_a_cron_entry(live: str, browser: Any, r: redis.Redis,
                                              scheduler: tuple[Scheduler, str]) -> None:
-    from playwright.sync_api import expect
-
     _, eid = scheduler
     wait_for(lambda: r.zcard(keys.SCHEDULERS) == 1, what="the scheduler's entries")
     ctx = browser.new_context(viewport={"width": 1600, "height": 900})

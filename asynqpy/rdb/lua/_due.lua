@@ -25,7 +25,8 @@ local function ms_text(ms)
 end
 
 local function schedule_due(zset, exact_key, id, at, in_ms, stale_s, now)
-  local ms = at ~= "" and math.floor(tonumber(at) * 1000 + 0.5) or now.ms + tonumber(in_ms)
+  -- (now rounded up: now.ms + in_ms would make a task due up to 1 ms before now + in_ms)
+  local ms = at ~= "" and math.floor(tonumber(at) * 1000 + 0.5) or now.ms_up + tonumber(in_ms)
   local score = math.floor(ms / 1000)
   if ms % 1000 ~= 0 then
     score = score + 1

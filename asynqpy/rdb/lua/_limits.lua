@@ -16,6 +16,15 @@
 --                        lease expiry of the slot holders. dequeue.lua looks at the first ones every time (a
 --                        finished task frees its slot without telling anyone); forward.lua wakes idle workers
 --                        when one is due, so no worker polls for a blocked type.
+--   ltypes               hash task type -> the names of the limits it matches, tab-joined ('' for none): the
+--                        type index, filled by these scripts the first time they see a type, so a task costs
+--                        one HGET however many limits are defined (not a match of every pattern). Dropped in
+--                        the same step as the queue's set of limits changes (write_limits.lua); holds at most
+--                        INDEX_MAX types (then begins again) and expires INDEX_TTL s after it began, so types
+--                        no longer seen do not pile up.
+
+local INDEX_MAX = 1000
+local INDEX_TTL = 600  -- also bounds how long a limit written by an older asynqpy (no index drop) goes unseen
 
 local function pb_varint(s, i)
   local n, mul = 0, 1
@@ -67,19 +76,105 @@ local function pb_strings(msg)
   return out
 end
 
--- the queue's limits, each {name, pat, raw}; the rest of a limit is read from raw only when a task matches it
--- (what a dequeue costs with many limits defined is mostly this loop)
+-- the queue's limits as one script call sees them: nil when the queue has none, else a cache filled as tasks
+-- come: byname (name -> {name, raw, pat?}), types (type -> its limits), all (every limit, read only when a type
+-- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both: no
+-- task waits without limits (a limit removed sends its tasks back first), so 1 means limits and none waiting.
+-- Read once per script call (an enqueue_many hands off many tasks; no script here writes the limits), so
+-- waiting is as it was at the first call (only dequeue.lua reads it, once).
+local loaded = {}
 local function load_limits(lp)
-  local raw = redis.call("HGETALL", lp .. "limits")
-  if #raw == 0 then
-    return nil
+  local list = loaded[lp]
+  if list == nil then
+    local n = redis.call("EXISTS", lp .. "limits", lp .. "lwaiting")
+    list = n > 0 and {lp = lp, byname = {}, types = {}, waiting = n == 2}
+    loaded[lp] = list
   end
-  local list = {}
-  for i = 1, #raw, 2 do
-    local v = raw[i + 1]
-    list[#list + 1] = {name = raw[i], pat = string.sub(v, 1, (string.find(v, "\t", 1, true) or 0) - 1), raw = v}
+  return list or nil
+end
+
+local function limit_named(list, name, raw)
+  local l = list.byname[name]
+  if not l then
+    l = {name = name, raw = raw}
+    list.byname[name] = l
   end
-  return list
+  return l
+end
+
+local function all_limits(list)
+  if not list.all then
+    local raw = redis.call("HGETALL", list.lp .. "limits")
+    list.all = {}
+    for i = 1, #raw, 2 do
+      local l = limit_named(list, raw[i], raw[i + 1])
+      l.pat = string.sub(l.raw, 1, (string.find(l.raw, "\t", 1, true) or 0) - 1)
+      list.all[#list.all + 1] = l
+    end
+  end
+  return list.all
+end
+
+-- the limits of the index entry `names`, or nil when one of them is gone (the index is stale: a writer that
+-- did not drop it)
+local function indexed(list, names)
+  local got, want = {}, {}
+  for name in string.gmatch(names, "[^\t]+") do
+    if list.byname[name] then
+      got[#got + 1] = list.byname[name]
+    else
+      want[#want + 1] = name
+    end
+  end
+  if #want > 0 then
+    local raws = redis.call("HMGET", list.lp .. "limits", unpack(want))
+    for i, name in ipairs(want) do
+      if not raws[i] then
+        return nil
+      end
+      got[#got + 1] = limit_named(list, name, raws[i])
+    end
+  end
+  return got
+end
+
+-- the limits type tt falls under: from the index, else matched against every pattern and written to it
+local function limits_for_type(list, tt)
+  local got = list.types[tt]
+  if got then
+    return got
+  end
+  local idx = list.lp .. "ltypes"
+  local names = redis.call("HGET", idx, tt)
+  if names == "" then
+    got = {}
+  elseif names then
+    got = indexed(list, names)
+  end
+  if not got then
+    got = {}
+    local found = {}
+    for _, l in ipairs(all_limits(list)) do
+      if string.find(tt, l.pat) then
+        got[#got + 1] = l
+        found[#found + 1] = l.name
+      end
+    end
+    local size = redis.call("HLEN", idx)
+    if size >= INDEX_MAX then
+      redis.call("DEL", idx)
+      size = 0
+    end
+    if #list.all == 0 then
+      return got  -- no limits after all (a wait set left without them): nothing to index
+    end
+    redis.call("HSET", idx, tt, table.concat(found, "\t"))
+    if size == 0 then
+      redis.call("EXPIRE", idx, INDEX_TTL)
+    end
+  end
+  list.types[tt] = got
+  return got
 end
 
 local function parsed(l)
@@ -129,17 +224,19 @@ end
 
 -- the limits a task message falls under: {l = limit, part = partition}, none when nothing matches (the message is
 -- parsed in full only for a limit with a partition key)
+local NONE = {}
 local function limits_of(list, msg)
-  local tt = type_of(msg)
+  local of = limits_for_type(list, type_of(msg))
+  if #of == 0 then
+    return NONE  -- an unlimited type: nothing more to make
+  end
   local got, fields = {}, nil
-  for _, l in ipairs(list) do
-    if string.find(tt, l.pat) then
-      parsed(l)
-      if l.key ~= "" and not fields then
-        fields = pb_strings(msg)
-      end
-      got[#got + 1] = {l = l, part = partition(l.key, fields)}
+  for _, l in ipairs(of) do
+    parsed(l)
+    if l.key ~= "" and not fields then
+      fields = pb_strings(msg)
     end
+    got[#got + 1] = {l = l, part = partition(l.key, fields)}
   end
   return got
 end

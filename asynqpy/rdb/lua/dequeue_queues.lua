@@ -3,7 +3,8 @@
 -- KEYS[4i-3..4i] queue i's pending, paused, active, lease (as dequeue.lua's KEYS)
 -- ARGV[1] lease expiry (Unix s)   ARGV[2] max tasks in all   then per queue i: ARGV[1+2i] its task key prefix,
 -- ARGV[2+2i] its share
--- returns a flat list of (queue index 1.., id, msg, pending_since ns string or '') quadruples. The steps of one
+-- returns a flat list of (queue index 1.., id, msg, pending_since ns string or '', the limit the task waited on
+-- or '') quintuples. The steps of one
 -- queue, limits included, are take() in _dequeue.lua; every key of a queue shares its hash tag, so this runs only
 -- where all the queues live on one node (not on a cluster).
 -- #include _clock.lua
@@ -19,13 +20,13 @@ end
 
 local function from(i, want)
   local got = {}
-  local k, short = take(queues[i], want, ARGV[1], true, got)
+  local k, short = take(queues[i], want, ARGV[1], true, true, got)
   dry[i] = short
-  for j = 1, #got, 3 do
+  for j = 1, #got, 4 do
     out[#out + 1] = i
-    out[#out + 1] = got[j]
-    out[#out + 1] = got[j + 1]
-    out[#out + 1] = got[j + 2]
+    for f = 0, 3 do
+      out[#out + 1] = got[j + f]
+    end
   end
   n = n + k
 end

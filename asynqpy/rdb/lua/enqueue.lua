@@ -3,12 +3,14 @@
 -- KEYS[1] task hash   KEYS[2] pending list   KEYS[3] waiters zset   KEYS[4] paused   KEYS[5] active   KEYS[6] lease
 -- ARGV[1] msg bytes   ARGV[2] task id   ARGV[3] wake channel ('' = none)   ARGV[4] queue
 -- ARGV[5] hand-off lease (s)   ARGV[6] task key prefix   ARGV[7] hand-off key prefix
+-- ARGV[8] "1": admitted already, not checked against the queue's backpressure limit (optional; the aggregator's
+-- one task made of a group's tasks, which were counted when they were added)
 -- returns "full:..." refused by the queue's backpressure limit (see _room.lua), 1 enqueued, 0 a task with this id exists (TaskIDConflict)
 -- #include _clock.lua
 -- #include _room.lua
 -- #include _limits.lua
 -- #include _handoff.lua
-local full = refusal(string.sub(KEYS[2], 1, -8), clock("").ms, 0)
+local full = ARGV[8] ~= "1" and refusal(string.sub(KEYS[2], 1, -8), clock("").ms, 0)
 if full then
   return full
 end

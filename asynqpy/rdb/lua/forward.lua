@@ -11,7 +11,8 @@
 -- ARGV[1] now: '' = Redis's TIME (a test gives Unix s, ms)   ARGV[2] task key prefix   ARGV[3] group key prefix
 -- ARGV[4] batch size   ARGV[5] hand-off lease (s)   ARGV[6] hand-off key prefix   ARGV[7] wake channel ('' = none)
 -- ARGV[8] queue
--- returns {moved, the next due time as a string or '', now (Unix s, ms)}: the caller sleeps until that time
+-- returns {moved, the next due time as a string or '', now (Unix s, us: the judging was by its ms)}: the caller
+-- sleeps until that time
 -- #include _clock.lua
 -- #include _limits.lua
 -- #include _handoff.lua
@@ -85,4 +86,4 @@ if lwait[2] then
     nextdue = string.format("%.3f", again)
   end
 end
-return {moved, nextdue, now.s}
+return {moved, nextdue, now.us}

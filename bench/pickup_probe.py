@@ -1,0 +1,313 @@
+"""Where an idle asynqpy worker's pickup time goes: the producer's share, Redis + the wake-up, the worker's share.
+
+    python bench/pickup_probe.py [--samples 200] [--rounds 1] [--redis-url URL]
+
+Runs the bench's pickup measurement (one task at a time, 25-75 ms apart, `t = time.time()` before the enqueue
+call) against one worker process with timestamps at each hop, and the same shape over a bare redis-py LPUSH +
+asyncio BLPOP pair (the floor of this machine and Redis right now: two processes, one blocked client woken):
+
+  producer   t -> the enqueue command leaves the client (Python work: options, message, packing)
+  round trip t -> Client.enqueue returned (producer + script + reply)
+  wire       the command leaves the client -> the worker's BLPOP returned (Redis, the script, the wake-up)
+  worker     the BLPOP returned -> the handler's first line (decode, bookkeeping, scheduling the handler)
+  total      t -> the handler's first line (the pickup sample)
+
+Each column is printed as p50 / p99 in ms. The worker's timestamps come from a wrapper around its BLPOP call
+(bench.pickup_probe worker), the producer's from a wrapper around the client's send.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":
+    sys.path[0] = str(ROOT)
+
+import redis  # noqa: E402
+
+from bench.adapters.base import pickup_schedule  # noqa: E402
+
+KEY_OUT = "probe:out"
+KEY_READY = "probe:ready"
+KEY_BARE = "probe:bare"
+KEY_PASSES = "probe:passes"
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, round(p / 100 * len(s) + 0.5) - 1))] if s else float("nan")
+
+
+# ------------------------------------------------------------------ worker side (python -m bench.pickup_probe ...)
+
+
+def asynqpy_worker(url: str) -> None:
+    from asynqpy import ReceivedTask, ServeMux, Server
+    from asynqpy.rdb import handoff_io
+
+    r = redis.Redis.from_url(url)
+    popped: dict[str, float] = {}
+    pop_class = getattr(handoff_io, "HandedPop", None)
+    if pop_class is not None:
+        real = pop_class.pop
+
+        async def timed(self: Any, boxes: list[str], timeout: float) -> tuple[bytes, bytes] | None:
+            item = await real(self, boxes, timeout)
+            if item is not None:
+                popped["at"] = time.time()
+            return item
+        pop_class.pop = timed
+    else:  # before HandedPop (to compare with an older checkout)
+        real_fn = handoff_io.pop_handed  # type: ignore[attr-defined]
+
+        async def timed_fn(conn: Any, boxes: list[str], timeout: float) -> tuple[bytes, bytes] | None:
+            item = await real_fn(conn, boxes, timeout)
+            if item is not None:
+                popped["at"] = time.time()
+            return item
+        handoff_io.pop_handed = timed_fn  # type: ignore[attr-defined]
+    from asynqpy import forwarder
+
+    real_once = forwarder.Forwarder.run_once
+
+    passes: list[str] = []  # written by the handler, after its sample: no Redis call in the forwarder's pass
+
+    async def timed_once(self: Any) -> float | None:
+        began = time.time()
+        wait = await real_once(self)
+        passes.append(json.dumps({"began": began, "ended": time.time(), "wait": wait}))
+        return wait
+    forwarder.Forwarder.run_once = timed_once  # type: ignore[method-assign]
+    mux = ServeMux()
+
+    @mux.handler("probe")
+    async def handler(task: ReceivedTask) -> None:
+        start = time.time()
+        p = json.loads(task.payload)
+        if p.get("w"):
+            r.rpush(KEY_READY, "1")
+            return
+        r.rpush(KEY_OUT, json.dumps({"t": p["t"], "pop": popped.get("at", 0.0), "start": start,
+                                     "due": p.get("due", 0.0)}))
+        if passes:
+            r.rpush(KEY_PASSES, *passes)
+            passes.clear()
+
+    import asynqpy
+
+    print("asynqpy from", asynqpy.__file__, flush=True)
+    Server(url, concurrency=10, queues={"default": 1}).run(mux)
+
+
+def bare_worker(url: str) -> None:
+    import redis.asyncio as aredis
+
+    async def go() -> None:
+        a = aredis.Redis.from_url(url)
+        r = redis.Redis.from_url(url)
+        r.rpush(KEY_READY, "1")
+        while True:
+            item = await a.blpop([KEY_BARE], timeout=1)
+            if item is None:
+                continue
+            start = time.time()
+            r.rpush(KEY_OUT, json.dumps({"t": float(item[1]), "pop": start, "start": start}))
+    asyncio.run(go())
+
+
+# ------------------------------------------------------------------ driver side
+
+
+def _spawn(kind: str, url: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "bench.pickup_probe", "--worker", kind, "--redis-url", url],
+                                env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _collect(r: redis.Redis, n: int, deadline: float) -> list[dict[str, float]]:
+    while int(r.llen(KEY_OUT)) < n and time.time() < deadline:  # type: ignore[arg-type]
+        time.sleep(0.02)
+    return [json.loads(v) for v in r.lrange(KEY_OUT, 0, -1)]  # type: ignore[union-attr]
+
+
+def probe_asynqpy(url: str, samples: int, log: Path) -> dict[str, list[float]]:
+    from asynqpy import Client, Task
+    from asynqpy.rdb import scripts
+
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    proc = _spawn("asynqpy", url, log)
+    client = Client(url)
+    sent: list[float] = []
+    real_send = scripts.SyncRunner.send
+
+    def timed_send(self: scripts.SyncRunner, packed: Any) -> list[Any]:
+        sent.append(time.time())
+        return real_send(self, packed)
+
+    scripts.SyncRunner.send = timed_send  # type: ignore[method-assign]
+    try:
+        client.enqueue(Task("probe", json.dumps({"w": 1}).encode()))
+        if r.blpop([KEY_READY], timeout=60) is None:
+            raise RuntimeError(f"the probe worker did not start: {log.read_text()[-500:]}")
+        time.sleep(1.0)
+        rows: list[tuple[float, float, float]] = []  # t, sent, returned
+        for _ in pickup_schedule(samples):
+            t = time.time()
+            client.enqueue(Task("probe", json.dumps({"t": t}).encode()))
+            rows.append((t, sent[-1], time.time()))
+        got = {d["t"]: d for d in _collect(r, samples, time.time() + 10)}
+    finally:
+        scripts.SyncRunner.send = real_send  # type: ignore[method-assign]
+        client.close()
+        _stop(proc)
+        r.flushdb()
+    out: dict[str, list[float]] = {k: [] for k in ("producer", "round trip", "wire", "worker", "total")}
+    for t, s, ret in rows:
+        d = got.get(t)
+        if d is None:
+            continue
+        out["producer"].append(s - t)
+        out["round trip"].append(ret - t)
+        out["wire"].append(d["pop"] - s)
+        out["worker"].append(d["start"] - d["pop"])
+        out["total"].append(d["start"] - t)
+    return out
+
+
+def probe_delayed(url: str, samples: int, log: Path, delay: float = 0.5, spread: float = 2.0) -> dict[str, list[float]]:
+    """The bench's delayed step (due times staggered over spread s, process_at=) with the forwarder's passes."""
+    import random
+    from datetime import UTC, datetime
+
+    from asynqpy import Client, Task
+
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    proc = _spawn("asynqpy", url, log)
+    client = Client(url)
+    try:
+        client.enqueue(Task("probe", json.dumps({"w": 1}).encode()))
+        if r.blpop([KEY_READY], timeout=60) is None:
+            raise RuntimeError(f"the probe worker did not start: {log.read_text()[-500:]}")
+        time.sleep(1.0)
+        r.delete(KEY_PASSES)
+        rng = random.Random(2)
+        t0 = time.time() + delay
+        step = spread / samples
+        dues = [t0 + i * step + rng.uniform(0, step) for i in range(samples)]
+        for due in dues:
+            client.enqueue(Task("probe", json.dumps({"t": due, "due": due}).encode()),
+                           process_at=datetime.fromtimestamp(due, tz=UTC))
+        rows = _collect(r, samples, max(dues) + 10)
+        passes = [json.loads(v) for v in r.lrange(KEY_PASSES, 0, -1)]  # type: ignore[union-attr]
+    finally:
+        client.close()
+        _stop(proc)
+        r.flushdb()
+    out: dict[str, list[float]] = {k: [] for k in ("pass began", "pass", "pop", "worker", "late", "passes")}
+    for d in rows:
+        due = d["due"]
+        # the pass that moved it: the last one that began before its BLPOP returned
+        mine = [x for x in passes if x["began"] <= d["pop"]]
+        if mine:
+            x = mine[-1]
+            out["pass began"].append(x["began"] - due)
+            out["pass"].append(x["ended"] - x["began"])
+        out["pop"].append(d["pop"] - due)
+        out["worker"].append(d["start"] - d["pop"])
+        out["late"].append(d["start"] - due)
+    out["passes"] = [float(len(passes))]
+    if os.environ.get("PROBE_DUMP"):
+        events = [(d["due"], "due") for d in rows] + [(d["pop"], "pop") for d in rows]
+        events += [(x["began"], f"pass began (wait {x['wait']})") for x in passes]
+        events += [(x["ended"], "pass ended") for x in passes]
+        base = min(e[0] for e in events)
+        for t, what in sorted(events)[:60]:
+            print(f"    {(t - base) * 1e3:10.2f} ms  {what}")
+    # how late each sleep of the forwarder ended: next pass began - (previous ended + the wait it asked for)
+    out["sleep overshoot"] = [b["began"] - (a["ended"] + a["wait"]) for a, b in itertools.pairwise(passes)
+                              if a["wait"] is not None and a["wait"] < 1]
+    return out
+
+
+def probe_bare(url: str, samples: int, log: Path) -> dict[str, list[float]]:
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    proc = _spawn("bare", url, log)
+    try:
+        if r.blpop([KEY_READY], timeout=60) is None:
+            raise RuntimeError(f"the bare worker did not start: {log.read_text()[-500:]}")
+        time.sleep(1.0)
+        for _ in pickup_schedule(samples):
+            r.lpush(KEY_BARE, repr(time.time()))
+        rows = _collect(r, samples, time.time() + 10)
+    finally:
+        _stop(proc)
+        r.flushdb()
+    return {"total": [d["start"] - d["t"] for d in rows]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python bench/pickup_probe.py", description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=1, help="alternate bare and asynqpy this many times")
+    ap.add_argument("--delayed", type=int, default=0, help="also this many delayed tasks (the bench's step)")
+    ap.add_argument("--redis-url")
+    ap.add_argument("--worker", choices=("asynqpy", "bare"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        (asynqpy_worker if args.worker == "asynqpy" else bare_worker)(args.redis_url)
+        return 0
+    server = None
+    url = args.redis_url
+    if url is None:
+        from asynqpy.embedded import EmbeddedServer
+
+        server = EmbeddedServer().start()
+        url = server.url
+    logs = ROOT / "bench" / "results" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        for i in range(args.rounds):
+            print(f"round {i + 1}, load average {os.getloadavg()[0]:.2f} (ms, p50 / p99)")
+            if args.samples:
+                bare = probe_bare(url, args.samples, logs / "probe-bare.log")
+                mine = probe_asynqpy(url, args.samples, logs / "probe-asynqpy.log")
+                print(f"  bare LPUSH -> asyncio BLPOP     total {pct(bare['total'], 50) * 1e3:5.2f} / "
+                      f"{pct(bare['total'], 99) * 1e3:5.2f}")
+                print("  asynqpy   " + "  ".join(f"{k} {pct(v, 50) * 1e3:.2f} / {pct(v, 99) * 1e3:.2f}"
+                                             for k, v in mine.items()))
+            if args.delayed:
+                late = probe_delayed(url, args.delayed, logs / "probe-delayed.log")
+                n = late.pop("passes")[0]
+                print(f"  delayed (ms after due; {n:.0f} forwarder passes) "
+                      + "  ".join(f"{k} {pct(v, 50) * 1e3:.2f} / {pct(v, 99) * 1e3:.2f}" for k, v in late.items()))
+    finally:
+        if server is not None:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
