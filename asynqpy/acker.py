@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from asynqpy.connection import is_cluster
 from asynqpy.loop import Loop
 from asynqpy.rdb import broker
 from asynqpy.rdb.durability import Durability
@@ -101,10 +102,22 @@ class Acker(Loop):
             return None
         now = time.time()
         batch = AckBatch(now, [], [])
-        for q in list(self._done):
-            items = self._take(self._done, q)
-            batch.calls.append(broker.done(q, items, now=now))
-            batch.ids.append(tuple(i for i, _ in items))
+        done = [(q, self._take(self._done, q)) for q in list(self._done)]
+        if len(done) > 1 and not is_cluster(self.rt.aredis):
+            # the queues share a call (one per MAX_BATCH tasks), so the cost of an ack does not grow with them
+            group: list[tuple[str, list[tuple[str, str]]]] = []
+            size = 0
+            for n, (q, items) in enumerate(done):
+                group.append((q, items))
+                size += len(items)
+                if n == len(done) - 1 or size + len(done[n + 1][1]) > MAX_BATCH:
+                    batch.calls.append(broker.done_queues(group, now=now))
+                    batch.ids.append(tuple(i for _, x in group for i, _ in x))
+                    group, size = [], 0
+        else:
+            for q, items in done:
+                batch.calls.append(broker.done(q, items, now=now))
+                batch.ids.append(tuple(i for i, _ in items))
         for q in list(self._complete):
             citems = self._take(self._complete, q)
             batch.calls.append(broker.mark_complete(q, citems, now=now))

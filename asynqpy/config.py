@@ -169,11 +169,7 @@ class ServerConfig:
         """The order to try queues for one fetch: strict by priority, or asynq's weighted random order."""
         if self.strict_priority:
             return sorted(self.queues, key=lambda q: -self.queues[q])
-        names = list(self.queues)
-        weights = [self.queues[q] for q in names]
-        order: list[str] = []
-        while names:
-            i = random.choices(range(len(names)), weights)[0]
-            order.append(names.pop(i))
-            weights.pop(i)
-        return order
+        # Efraimidis-Spirakis: sorting by random() ** (1 / weight) draws the same order as picking queue after
+        # queue by weight without replacement, in O(n log n) rather than a weighted draw per place (O(n^2)).
+        rnd = random.random
+        return sorted(self.queues, key=lambda q: rnd() ** (1.0 / self.queues[q]), reverse=True)

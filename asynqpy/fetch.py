@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from asynqpy.config import ServerConfig
+from asynqpy.connection import is_cluster
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import TroubleLog
 from asynqpy.rdb.scripts import AsyncRunner, Call
@@ -43,7 +47,14 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
                       trouble: TroubleLog, riders: Riders | None = None) -> list[Dequeued]:
     """At most `free` tasks, leased to this server until lease_expiry. Tasks already dequeued are always
     returned, even when a later queue's dequeue fails (that failure is noted in trouble); raises the failure
-    only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue."""
+    only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue.
+
+    On one node (a plain or Sentinel client) the queues are asked in at most two script calls whatever their
+    number: the first `free` queues of the order (each its share, then the rest of the slots from them), and only
+    when those had nothing, all the others; on a cluster, where queues live in different slots, one call per
+    queue."""
+    if len(cfg.queues) > 1 and not is_cluster(runner.redis):
+        return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders)
     if cfg.strict_priority or len(cfg.queues) == 1:
         got: list[Dequeued] = []
         for q in cfg.queue_order():
@@ -64,16 +75,77 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
     # Weighted: every queue gets a share of the free slots (at least one while slots last, in asynq's
     # weighted random order), all fetched in one pipelined round trip.
     order = cfg.queue_order()
-    if free < len(order):
-        shares = [1] * free + [0] * (len(order) - free)
-    else:
-        shares = [1 + x for x in _split(free - len(order), [cfg.queues[q] for q in order])]
+    shares = _shares(free, order, cfg)
     out = await _dequeue_shares(runner, order, shares, lease_expiry, trouble, riders)
     for q in order[free:] if not out else []:  # the queues that got no share, one at a time
         out = await _dequeue_shares(runner, [q], [free], lease_expiry, trouble, None)
         if out:
             break
     return out
+
+
+async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, lease_expiry: float,
+                            riders: Riders | None) -> list[Dequeued]:
+    order = _order(cfg)
+    head = order.first(free)
+    shares = [0] * len(head) if cfg.strict_priority else _shares(free, head, cfg)
+    [got] = await _trip(runner, [broker.dequeue_queues(list(zip(head, shares, strict=True)),
+                                                       lease_expiry=lease_expiry, count=free)], riders)
+    if isinstance(got, Exception):
+        raise got
+    if got or len(head) == len(order.names):
+        return list(got)
+    rest = order.rest(head)
+    return list(await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry,
+                                                       count=free)))
+
+
+class _QueueOrder:
+    """A server's queues, ready for drawing a fetch's order without touching every queue: the first k places of
+    asynq's weighted random order (or the strict order), and the other queues only when a fetch needs them."""
+
+    def __init__(self, cfg: ServerConfig) -> None:
+        self.cfg = cfg
+        self.strict = cfg.strict_priority
+        self.names = cfg.queue_order() if self.strict else list(cfg.queues)
+        self.cumulative = list(itertools.accumulate(cfg.queues[q] for q in self.names))
+
+    def first(self, k: int) -> list[str]:
+        """The first k places of a fresh order (all queues when k covers most of them)."""
+        if self.strict:
+            return self.names[:k]
+        if 2 * k >= len(self.names):
+            return self.cfg.queue_order()[:k]
+        # one weighted draw per place, drawing again a queue already placed: the same order as queue_order()'s
+        # first k places, in O(k log n)
+        total = self.cumulative[-1]
+        picked: list[str] = []
+        seen: set[int] = set()
+        while len(picked) < k:
+            i = bisect.bisect_right(self.cumulative, random.random() * total)
+            if i not in seen:
+                seen.add(i)
+                picked.append(self.names[i])
+        return picked
+
+    def rest(self, head: list[str]) -> list[str]:
+        """The queues not in head, in strict order or a weighted random one."""
+        taken = set(head)
+        ordered = self.names if self.strict else self.cfg.queue_order()
+        return [q for q in ordered if q not in taken]
+
+
+_orders: dict[int, _QueueOrder] = {}
+
+
+def _order(cfg: ServerConfig) -> _QueueOrder:
+    """The _QueueOrder of cfg, made once per config (a server keeps one config for its life)."""
+    o = _orders.get(id(cfg))
+    if o is None or o.cfg is not cfg:
+        if len(_orders) > 64:  # configs of servers long gone (tests make many)
+            _orders.clear()
+        o = _orders[id(cfg)] = _QueueOrder(cfg)
+    return o
 
 
 async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[int], expiry: float,
@@ -93,6 +165,13 @@ async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[in
             raise failed
         trouble.note(failed, "fetch")
     return out
+
+
+def _shares(free: int, order: list[str], cfg: ServerConfig) -> list[int]:
+    """Every queue's share of the free slots: at least one each while slots last, in the weighted order given."""
+    if free < len(order):
+        return [1] * free + [0] * (len(order) - free)
+    return [1 + x for x in _split(free - len(order), [cfg.queues[q] for q in order])]
 
 
 def _split(n: int, weights: list[int]) -> list[int]:

@@ -1,6 +1,7 @@
 """Measures asynqpy beside Go asynq, huey, dramatiq, saq, arq and RQ on one Redis, in one run.
 
     python bench/run.py [--tasks 20000] [--libs asynqpy,go,huey,...] [--redis-url URL] [--json out.json]
+    python bench/run.py --scale [bench/scale_bench.py's options]   (queues, task types and memory of the hot path)
 
 Without --redis-url it starts a private Valkey (asynqpy.embedded) and empties it between libraries.
 With --redis-url it empties that database (FLUSHDB) between libraries and measurements, so it refuses a
@@ -145,6 +146,11 @@ def server_info(r: redis.Redis) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--scale" in argv:  # the scale of the hot path instead: its own options (bench/scale_bench.py --help)
+        from bench import scale_bench
+
+        return scale_bench.main([a for a in argv if a != "--scale"])
     args = parse_args(argv)
     server = None
     if args.redis_url:

@@ -82,13 +82,17 @@ class WorkerMetrics:
 
     def observe(self, o: TaskOutcome) -> None:
         """The outcome hook (a few microseconds: the labelled children are looked up once and kept)."""
-        key = (o.queue, o.task_type, o.outcome)
-        children = self._children.get(key)
+        children = self._children.get((o.queue, o.task_type, o.outcome))
         if children is None:
+            # Kept by the label, not the type: past max_task_types every new type shares the "other" entry, so a
+            # worker fed unbounded distinct types (ids in the type) keeps a bounded table.
             t = self.task_type(o.task_type)
-            children = (self.duration.labels(o.queue, t, o.outcome), self.wait.labels(o.queue),
-                        self.failures.labels(o.queue, t) if o.outcome in FAILURES else None)
-            self._children[key] = children
+            key = (o.queue, t, o.outcome)
+            children = self._children.get(key)
+            if children is None:
+                children = (self.duration.labels(o.queue, t, o.outcome), self.wait.labels(o.queue),
+                            self.failures.labels(o.queue, t) if o.outcome in FAILURES else None)
+                self._children[key] = children
         duration, wait, failures = children
         duration.observe(o.duration)
         if o.wait is not None:

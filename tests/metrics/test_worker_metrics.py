@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from asynqpy import Client, ServeMux, Server, Task
 from asynqpy.embedded import free_port
 from asynqpy.metrics.worker import DEFAULT_MAX_TASK_TYPES, WorkerMetrics
+from asynqpy.outcome import TaskOutcome
 from asynqpy.rdb import keys
 from tests.helpers import running, wait_for
 from tests.metrics.apps import mux
@@ -78,6 +79,15 @@ def test_label_cardinality_stays_bounded_over_a_thousand_types(redis_url: str, r
     assert sum(series(s, "asynqpy_task_duration_seconds_count").values()) == 1000
     assert len(series(s, "asynqpy_task_duration_seconds_bucket")) == 21 * 19  # 18 bounds and +Inf
     assert DEFAULT_MAX_TASK_TYPES == 100
+
+
+def test_the_label_table_stays_bounded_over_5000_distinct_types() -> None:
+    # The labelled children were kept per task type, so a worker fed ids in its types grew without end.
+    m = WorkerMetrics(CollectorRegistry(), max_task_types=20)
+    for i in range(5000):
+        m.observe(TaskOutcome("default", f"type:{i}", f"id{i}", "success" if i % 2 else "retry", 0.0, 0.01, 0.0))
+    assert len(m._children) <= 21 * 2  # (20 types and "other") x (the two outcomes seen)
+    assert m.task_type("type:4999") == "other"
 
 
 def test_in_progress_and_health_follow_the_server(redis_url: str) -> None:

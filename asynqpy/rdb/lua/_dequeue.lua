@@ -1,0 +1,110 @@
+-- _dequeue.lua: a fragment (pasted at "-- #include _dequeue.lua", after _clock.lua and _limits.lua): one
+-- queue's part of a dequeue, shared by dequeue.lua (one queue) and dequeue_queues.lua (several in one call).
+-- take(q, max, expiry, with_since, with_wait, out) moves up to max pending tasks of q to active, each with a
+-- lease until expiry, appending id, msg (then pending_since: ns string, '' when unset, with with_since; then the
+-- limit the task waited on, '' when none, with with_wait) to out.
+-- q = {pending=, paused=, active=, lease=, prefix=} (the queue's keys and task key prefix). Returns how many it
+-- started and whether it stopped short (paused, nothing more pending, or MAX_BLOCKED reached).
+-- An id whose hash is gone is dropped from active rather than handed out.
+-- With limits on the queue (see _limits.lua), the tasks waiting for a limit that now has room start first,
+-- and a pending task over its limit goes to that limit's wait list instead of starting (at most
+-- MAX_BLOCKED of them per call, to bound the script's time).
+local MAX_BLOCKED = 100
+
+local function take(q, max, expiry, with_since, with_wait, out)
+  if redis.call("EXISTS", q.paused) == 1 then
+    return 0, true
+  end
+  local n = 0
+  local lp = limits_prefix_of(q.pending)
+  local list = load_limits(lp)
+  local now_ms  -- read (TIME) only when a task falls under a limit: an unlimited type does not pay for it
+  local function now()
+    now_ms = now_ms or clock("").ms
+    return now_ms
+  end
+
+  local function start(id, key, msg)
+    local f = with_since and redis.call("HMGET", key, "pending_since", "limit_wait")
+    redis.call("HSET", key, "state", "active")
+    redis.call("HDEL", key, "pending_since", "limit_wait")
+    redis.call("ZADD", q.lease, expiry, id)
+    out[#out + 1] = id
+    out[#out + 1] = msg
+    if with_since then out[#out + 1] = f[1] or "" end
+    if with_wait then out[#out + 1] = f[2] or "" end
+    n = n + 1
+  end
+
+  if list and list.waiting then
+    -- the waiting tasks first, the partitions to look at again soonest first
+    for _, member in ipairs(redis.call("ZRANGE", lp .. "lwaiting", 0, 19)) do
+      if n >= max then
+        break
+      end
+      local wl = lp .. "lwait:" .. member
+      local again
+      while n < max do
+        local id = redis.call("LINDEX", wl, -1)
+        if not id then
+          break
+        end
+        local key = q.prefix .. id
+        local msg = redis.call("HGET", key, "msg")
+        local st = redis.call("HMGET", key, "limit_wait", "state")
+        if not msg or not st[1] or st[2] ~= "pending" then
+          unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
+        else
+          local matched = limits_of(list, msg)
+          local m, at = admit(lp, q.lease, matched, id, now(), expiry)
+          if not m then
+            unwait(lp, wl)
+            redis.call("LPUSH", q.active, id)
+            start(id, key, msg)
+          elseif m.l.name .. "\n" .. m.part == member then
+            again = at
+            break
+          else
+            unwait(lp, wl)  -- waits for another limit now
+            block(lp, key, id, m, at)
+          end
+        end
+      end
+      if redis.call("LLEN", wl) == 0 then
+        redis.call("ZREM", lp .. "lwaiting", member)
+      elseif again then
+        redis.call("ZADD", lp .. "lwaiting", again, member)
+      end
+    end
+  end
+
+  local blocked = 0
+  while n < max do
+    local id = redis.call("RPOPLPUSH", q.pending, q.active)
+    if not id then
+      return n, true
+    end
+    local key = q.prefix .. id
+    local msg = redis.call("HGET", key, "msg")
+    if not msg then
+      redis.call("LREM", q.active, 1, id)
+    else
+      local m, at
+      local matched = list and limits_of(list, msg)
+      if matched and #matched > 0 then
+        m, at = admit(lp, q.lease, matched, id, now(), expiry)
+      end
+      if m then
+        redis.call("LREM", q.active, 1, id)
+        block(lp, key, id, m, at)
+        blocked = blocked + 1
+        if blocked >= MAX_BLOCKED then
+          return n, true
+        end
+      else
+        start(id, key, msg)
+      end
+    end
+  end
+  return n, false
+end

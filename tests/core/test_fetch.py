@@ -1,0 +1,159 @@
+"""Fetch and acknowledgement across queues: on one node a fetch is at most two script calls and an ack batch one,
+however many queues a worker has; strict and weighted order kept."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+
+import pytest
+import redis
+
+from asynqpy import Client, ReceivedTask, ServeMux, Task
+from asynqpy.config import ServerConfig
+from asynqpy.connection import aconnect
+from asynqpy.fetch import Dequeued, _order, dequeue_for
+from asynqpy.rdb import broker, keys
+from asynqpy.rdb.failures import TroubleLog
+from asynqpy.rdb.scripts import AsyncRunner, SyncRunner, script
+from tests.helpers import running, wait_for
+
+
+def _script_calls(r: redis.Redis) -> int:
+    """EVALSHA and EVAL calls the server has answered so far (INFO commandstats: read, never reset)."""
+    stats = r.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "eval"))
+
+
+def _fetch(url: str, cfg: ServerConfig, free: int) -> list[Dequeued]:
+    async def go() -> list[Dequeued]:
+        client = aconnect(url)
+        try:
+            return await dequeue_for(AsyncRunner(client), cfg, free, lease_expiry=time.time() + 30,
+                                     trouble=TroubleLog("test"))
+        finally:
+            await client.aclose()
+    return asyncio.run(go())
+
+
+def _fill(url: str, counts: dict[str, int]) -> None:
+    c = Client(url)
+    for q, n in counts.items():
+        c.enqueue_many([Task("t", q.encode()) for _ in range(n)], queue=q)
+    c.close()
+
+
+def test_a_fetch_across_100_queues_is_at_most_two_script_calls(redis_url: str, r: redis.Redis) -> None:
+    # One of 100 queues holds tasks: the fetch finds them in two calls at most (the first free queues of the order,
+    # then all the others); it was one call per queue tried, up to 91.
+    queues = {f"q{i:03d}": 1 for i in range(100)}
+    _fill(redis_url, {"q099": 2})
+    _fetch(redis_url, ServerConfig(queues={"warm": 1, "up": 1}), 1)  # the script is loaded; later calls EVALSHA
+    before = _script_calls(r)
+    got = _fetch(redis_url, ServerConfig(queues=queues), 10)
+    assert _script_calls(r) - before <= 2
+    assert [q for q, *_ in got] == ["q099", "q099"]
+    for q, tid, data, since, _ in got:
+        assert r.hget(keys.task(q, tid), "state") == b"active"
+        assert r.zscore(keys.lease(q), tid) is not None
+        assert since is not None and data
+    assert r.llen(keys.pending("q099")) == 0
+
+
+def test_strict_priority_takes_the_higher_queues_first(redis_url: str, r: redis.Redis) -> None:
+    queues = {f"p{i}": 10 - i for i in range(10)}  # p0 highest
+    _fill(redis_url, {"p3": 2, "p7": 5, "p9": 5})
+    _fetch(redis_url, ServerConfig(queues={"warm": 1, "up": 1}), 1)
+    before = _script_calls(r)
+    got = _fetch(redis_url, ServerConfig(queues=queues, strict_priority=True), 8)
+    assert _script_calls(r) - before == 1  # the first 8 queues hold enough
+    assert [q for q, *_ in got] == ["p3", "p3", "p7", "p7", "p7", "p7", "p7"]
+    got = _fetch(redis_url, ServerConfig(queues=queues, strict_priority=True), 2)
+    assert _script_calls(r) - before == 3  # p0 and p1 are empty: then all the others
+    assert [q for q, *_ in got] == ["p9", "p9"]
+    assert r.llen(keys.pending("p9")) == 3
+
+
+def test_weighted_fetch_gives_each_queue_its_share_first(redis_url: str, r: redis.Redis) -> None:
+    _fill(redis_url, {"a": 10, "b": 10, "c": 10})
+    got = _fetch(redis_url, ServerConfig(queues={"a": 1, "b": 1, "c": 1}), 3)
+    assert sorted(q for q, *_ in got) == ["a", "b", "c"]
+    got = _fetch(redis_url, ServerConfig(queues={"a": 1, "b": 1, "c": 1, "empty": 1}), 20)
+    assert len(got) == 20 and Counter(q for q, *_ in got)["empty"] == 0  # the rest filled from the others
+
+
+def test_a_paused_queue_gives_nothing_to_a_fetch_across_queues(redis_url: str, r: redis.Redis) -> None:
+    _fill(redis_url, {"a": 3, "b": 3})
+    r.set(keys.paused("a"), "1")
+    got = _fetch(redis_url, ServerConfig(queues={"a": 5, "b": 1}), 10)
+    assert [q for q, *_ in got] == ["b"] * 3
+    assert r.llen(keys.pending("a")) == 3
+
+
+@pytest.mark.cluster_too
+def test_fetch_across_queues_works_on_every_backend(redis_url: str) -> None:
+    # On a cluster each queue is its own call (their keys live in different slots); the result is the same.
+    _fill(redis_url, {"x": 2, "y": 2, "z": 2})
+    got = _fetch(redis_url, ServerConfig(queues={"x": 3, "y": 2, "z": 1}), 10)
+    assert Counter(q for q, *_ in got) == {"x": 2, "y": 2, "z": 2}
+
+
+def test_the_first_places_of_a_weighted_order_follow_the_weights() -> None:
+    # The fetch draws only the places it needs (k of n queues); they must be distributed as queue_order()'s.
+    random.seed(11)
+    cfg = ServerConfig(queues={"a": 6, "b": 3, **{f"z{i}": 1 for i in range(10)}})  # total weight 19
+    heads = [_order(cfg).first(2) for _ in range(20_000)]
+    assert all(len(set(h)) == 2 for h in heads)
+    firsts = Counter(h[0] for h in heads)
+    assert abs(firsts["a"] / 20_000 - 6 / 19) < 0.02
+    assert abs(firsts["z3"] / 20_000 - 1 / 19) < 0.01
+    after_a = Counter(h[1] for h in heads if h[0] == "a")
+    assert abs(after_a["b"] / sum(after_a.values()) - 3 / 13) < 0.03
+    rest = _order(cfg).rest(["a", "z0"])
+    assert sorted(rest) == sorted(set(cfg.queues) - {"a", "z0"})
+
+
+def test_weighted_order_follows_the_weights() -> None:
+    random.seed(7)
+    cfg = ServerConfig(queues={"a": 6, "b": 3, "c": 1})
+    firsts = Counter(cfg.queue_order()[0] for _ in range(20_000))
+    assert abs(firsts["a"] / 20_000 - 0.6) < 0.02
+    assert abs(firsts["b"] / 20_000 - 0.3) < 0.02
+    assert abs(firsts["c"] / 20_000 - 0.1) < 0.02
+    seconds = Counter(o[1] for o in (cfg.queue_order() for _ in range(20_000)) if o[0] == "a")
+    assert abs(seconds["b"] / sum(seconds.values()) - 0.75) < 0.03  # without replacement: b 3/(3+1) after a
+
+
+def test_done_queues_finishes_the_tasks_of_several_queues_in_one_call(redis_url: str, r: redis.Redis) -> None:
+    # The acker's call for a batch spanning queues (it was one done call per queue in the batch).
+    _fill(redis_url, {"a": 2, "b": 1, "c": 3})
+    got = _fetch(redis_url, ServerConfig(queues={"a": 1, "b": 1, "c": 1}), 10)
+    by_queue: dict[str, list[tuple[str, str]]] = {}
+    for q, tid, *_ in got:
+        by_queue.setdefault(q, []).append((tid, ""))
+    by_queue["b"].append(("not-held", ""))
+    r.script_load(script("done_queues").text)  # so that the call below is one EVALSHA, not EVALSHA then EVAL
+    before = _script_calls(r)
+    lost = SyncRunner(r).run(broker.done_queues(sorted(by_queue.items()), now=time.time()))
+    assert _script_calls(r) - before == 1
+    assert lost == ["not-held"]
+    for q, n in (("a", 2), ("b", 1), ("c", 3)):
+        assert r.get(keys.processed_total(q)) == str(n).encode()
+        assert r.zcard(keys.lease(q)) == 0 and r.llen(keys.active(q)) == 0
+    assert not r.keys("asynq:{*}:t:*")
+
+
+def test_a_worker_of_ten_queues_acknowledges_every_task(redis_url: str, r: redis.Redis) -> None:
+    queues = {f"w{i}": 1 for i in range(10)}
+    _fill(redis_url, {q: 20 for q in queues})
+    mux = ServeMux()
+
+    async def noop(task: ReceivedTask) -> None:
+        return None
+    mux.handle("t", noop)
+    with running(redis_url, mux, queues=queues):
+        wait_for(lambda: all(r.get(keys.processed_total(q)) == b"20" for q in queues), what="200 acknowledged")
+    assert not r.keys("asynq:{*}:t:*")
+    assert all(r.zcard(keys.lease(q)) == 0 and r.llen(keys.active(q)) == 0 for q in queues)
