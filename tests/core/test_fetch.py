@@ -157,3 +157,29 @@ def test_a_worker_of_ten_queues_acknowledges_every_task(redis_url: str, r: redis
         wait_for(lambda: all(r.get(keys.processed_total(q)) == b"20" for q in queues), what="200 acknowledged")
     assert not r.keys("asynq:{*}:t:*")
     assert all(r.zcard(keys.lease(q)) == 0 and r.llen(keys.active(q)) == 0 for q in queues)
+
+
+def _commands(r: redis.Redis) -> Counter[str]:
+    """Calls per command the server has answered so far, scripts' own commands included (INFO commandstats)."""
+    return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()})
+
+
+def test_an_empty_fetch_asks_each_queue_one_exists(redis_url: str, r: redis.Redis) -> None:
+    # An idle worker polls its queues every idle_poll_interval: neither paused nor limited is one EXISTS per
+    # queue (paused, limits and limit waits at once); it was two.
+    queues = {"idle-a": 1, "idle-b": 1, "idle-c": 1}
+    _fetch(redis_url, ServerConfig(queues=queues), 10)  # the script is loaded
+    before = _commands(r)
+    assert _fetch(redis_url, ServerConfig(queues=queues), 10) == []
+    spent = _commands(r) - before
+    assert spent["exists"] == 3 and spent["rpoplpush"] == 3
+
+
+def test_a_paused_queue_among_idle_ones_is_still_skipped(redis_url: str, r: redis.Redis) -> None:
+    _fill(redis_url, {"pz-a": 2, "pz-b": 2})
+    r.set(keys.paused("pz-a"), "1")
+    got = _fetch(redis_url, ServerConfig(queues={"pz-a": 1, "pz-b": 1, "pz-c": 1}), 10)
+    assert [q for q, *_ in got] == ["pz-b", "pz-b"]
+    r.delete(keys.paused("pz-a"))
+    got = _fetch(redis_url, ServerConfig(queues={"pz-a": 1, "pz-b": 1, "pz-c": 1}), 10)
+    assert [q for q, *_ in got] == ["pz-a", "pz-a"]
