@@ -6,7 +6,7 @@ import bisect
 import itertools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,8 @@ from asynqpy.rdb.scripts import AsyncRunner, Call
 
 # queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
 Dequeued = tuple[str, str, bytes, float | None, str | None]
+# A weighted fetch over more queues than free slots gives each queue it names this many of the slots (about)
+TASKS_PER_QUEUE = 4
 
 
 @dataclass
@@ -51,9 +53,10 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
     only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue.
 
     On one node (a plain or Sentinel client) the queues are asked in at most two script calls whatever their
-    number: the first `free` queues of the order (each its share, then the rest of the slots from them), and only
-    when those had nothing, all the others; on a cluster, where queues live in different slots, one call per
-    queue."""
+    number: the first queues of the order (strict: `free` of them; weighted: all when they are no more than the
+    free slots, else one per TASKS_PER_QUEUE slots), each its share, then the rest of the slots from them; only
+    when those had nothing, all the others. Queues found dry lately are left out (see _QueueOrder). On a cluster,
+    where queues live in different slots, one call per queue."""
     if len(cfg.queues) > 1 and not is_cluster(runner.redis):
         return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders)
     if cfg.strict_priority or len(cfg.queues) == 1:
@@ -90,7 +93,11 @@ async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, l
     order = _order(cfg)
     now = time.monotonic()
     live = order.live(now)
-    head = order.first(free, live)
+    # weighted, more queues than free slots: a few queues of the order take several tasks each (the first
+    # places are drawn by weight, as asynq picks the first queue of its order for each task), rather than one task
+    # from each of `free` queues: every queue named costs its keys in the call and in the acknowledgement
+    few = cfg.strict_priority or free >= len(live)
+    head = order.first(free if few else -(-free // TASKS_PER_QUEUE), live)
     shares = [0] * len(head) if cfg.strict_priority else _shares(free, head, cfg)
     [got] = await _trip(runner, [broker.dequeue_queues(list(zip(head, shares, strict=True)),
                                                        lease_expiry=lease_expiry, count=free)], riders)
@@ -163,12 +170,17 @@ class _QueueOrder:
         if live is not None and live is not self.names:
             if self.strict:
                 return live[:k]
-            rnd, weights = random.random, self.cfg.queues
-            return sorted(live, key=lambda q: rnd() ** (1.0 / weights[q]), reverse=True)[:k]
+            if 2 * k >= len(live) or 2 * len(live) < len(self.names):
+                rnd, weights = random.random, self.cfg.queues
+                return sorted(live, key=lambda q: rnd() ** (1.0 / weights[q]), reverse=True)[:k]
+            return self._draw(k, self.dry.keys())  # most queues live: draws skipping the dry ones
         if self.strict:
             return self.names[:k]
         if 2 * k >= len(self.names):
             return self.cfg.queue_order()[:k]
+        return self._draw(k, set())
+
+    def _draw(self, k: int, skip: Container[str]) -> list[str]:
         # one weighted draw per place, drawing again a queue already placed: the same order as queue_order()'s
         # first k places, in O(k log n)
         total = self.cumulative[-1]
@@ -178,7 +190,8 @@ class _QueueOrder:
             i = bisect.bisect_right(self.cumulative, random.random() * total)
             if i not in seen:
                 seen.add(i)
-                picked.append(self.names[i])
+                if self.names[i] not in skip:
+                    picked.append(self.names[i])
         return picked
 
     def rest(self, head: list[str], live: list[str] | None = None) -> list[str]:
