@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from redis.crc import key_slot
@@ -195,7 +196,7 @@ class _Lane:
             queues = [q for q, r in zip(queues, res, strict=True) if r is not None]
 
 
-def _raise_first(results: list[object]) -> None:
+def _raise_first(results: Sequence[object]) -> None:
     """run_many's per-call results: the first error among them is raised (the lane's loop judges it)."""
     for res in results:
         if isinstance(res, Exception):
