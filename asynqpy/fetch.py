@@ -18,8 +18,6 @@ from asynqpy.rdb.scripts import AsyncRunner, Call
 
 # queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
 Dequeued = tuple[str, str, bytes, float | None, str | None]
-# A weighted fetch over more queues than free slots gives each queue it names this many of the slots (about)
-TASKS_PER_QUEUE = 4
 
 
 @dataclass
@@ -53,8 +51,7 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
     only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue.
 
     On one node (a plain or Sentinel client) the queues are asked in at most two script calls whatever their
-    number: the first queues of the order (strict: `free` of them; weighted: all when they are no more than the
-    free slots, else one per TASKS_PER_QUEUE slots), each its share, then the rest of the slots from them; only
+    number: the first `free` queues of the order (each its share, then the rest of the slots from them), and only
     when those had nothing, all the others. Queues found dry lately are left out (see _QueueOrder). On a cluster,
     where queues live in different slots, one call per queue."""
     if len(cfg.queues) > 1 and not is_cluster(runner.redis):
@@ -93,11 +90,7 @@ async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, l
     order = _order(cfg)
     now = time.monotonic()
     live = order.live(now)
-    # weighted, more queues than free slots: a few queues of the order take several tasks each (the first
-    # places are drawn by weight, as asynq picks the first queue of its order for each task), rather than one task
-    # from each of `free` queues: every queue named costs its keys in the call and in the acknowledgement
-    few = cfg.strict_priority or free >= len(live)
-    head = order.first(free if few else -(-free // TASKS_PER_QUEUE), live)
+    head = order.first(free, live)
     shares = [0] * len(head) if cfg.strict_priority else _shares(free, head, cfg)
     [got] = await _trip(runner, [broker.dequeue_queues(list(zip(head, shares, strict=True)),
                                                        lease_expiry=lease_expiry, count=free)], riders)
