@@ -239,9 +239,17 @@ def _sentinel_kwargs(p: RedisURL) -> dict[str, Any]:
     return kw
 
 
+_CLUSTER_TYPES: dict[type, bool] = {}
+
+
 def is_cluster(client: Any) -> bool:
-    """True for a (sync or asyncio) Redis Cluster client."""
-    return isinstance(client, (RedisCluster, AsyncRedisCluster))
+    """True for a (sync or asyncio) Redis Cluster client. Known per client class: every fetch asks, and an
+    isinstance() against redis-py's generic cluster classes goes through typing's slow __instancecheck__."""
+    kind = type(client)
+    found = _CLUSTER_TYPES.get(kind)
+    if found is None:
+        found = _CLUSTER_TYPES[kind] = issubclass(kind, (RedisCluster, AsyncRedisCluster))
+    return found
 
 
 def node_url(host: str, port: int, *, password: str | None = None, tls: bool = False) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,8 +52,8 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
 
     On one node (a plain or Sentinel client) the queues are asked in at most two script calls whatever their
     number: the first `free` queues of the order (each its share, then the rest of the slots from them), and only
-    when those had nothing, all the others; on a cluster, where queues live in different slots, one call per
-    queue."""
+    when those had nothing, all the others. Queues found dry lately are left out (see _QueueOrder). On a cluster,
+    where queues live in different slots, one call per queue."""
     if len(cfg.queues) > 1 and not is_cluster(runner.redis):
         return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders)
     if cfg.strict_priority or len(cfg.queues) == 1:
@@ -87,35 +88,92 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
 async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, lease_expiry: float,
                             riders: Riders | None) -> list[Dequeued]:
     order = _order(cfg)
-    head = order.first(free)
+    now = time.monotonic()
+    live = order.live(now)
+    head = order.first(free, live)
     shares = [0] * len(head) if cfg.strict_priority else _shares(free, head, cfg)
     [got] = await _trip(runner, [broker.dequeue_queues(list(zip(head, shares, strict=True)),
                                                        lease_expiry=lease_expiry, count=free)], riders)
     if isinstance(got, Exception):
         raise got
-    if got or len(head) == len(order.names):
+    order.note_dry(head, shares, got, free, now)
+    if got or len(head) == len(live):
         return list(got)
-    rest = order.rest(head)
-    return list(await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry,
-                                                       count=free)))
+    rest = order.rest(head, live)
+    got = await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry, count=free))
+    order.note_dry(rest, [0] * len(rest), got, free, now)
+    return list(got)
 
 
 class _QueueOrder:
     """A server's queues, ready for drawing a fetch's order without touching every queue: the first k places of
-    asynq's weighted random order (or the strict order), and the other queues only when a fetch needs them."""
+    asynq's weighted random order (or the strict order), and the other queues only when a fetch needs them.
+
+    It also remembers the queues a fetch found dry (empty, paused or held by limits) and leaves them out of the
+    fetches of the next idle_poll_interval, so a worker whose tasks sit in few of many queues asks those, in
+    one call taking several tasks each, rather than naming every queue again and again. A wake-up (our
+    producers' enqueue, the forwarder) forgets them at once; Go producers send none, so a task they add to a
+    dry queue waits at most idle_poll_interval, as it would for an idle worker's poll. When every queue is dry
+    they are all asked again (an idle worker's poll)."""
 
     def __init__(self, cfg: ServerConfig) -> None:
         self.cfg = cfg
         self.strict = cfg.strict_priority
         self.names = cfg.queue_order() if self.strict else list(cfg.queues)
         self.cumulative = list(itertools.accumulate(cfg.queues[q] for q in self.names))
+        self.dry: dict[str, float] = {}  # queue -> until when (monotonic s) fetches leave it out
+        self.skip = cfg.idle_poll_interval
 
-    def first(self, k: int) -> list[str]:
-        """The first k places of a fresh order (all queues when k covers most of them)."""
+    def live(self, now: float) -> list[str]:
+        """The queues a fetch now asks: all but those found dry lately (all when every one was)."""
+        dry = self.dry
+        if not dry:
+            return self.names
+        for q in [q for q, until in dry.items() if until <= now]:
+            del dry[q]
+        if len(dry) >= len(self.names) or not dry:
+            dry.clear()
+            return self.names
+        return [q for q in self.names if q not in dry]
+
+    def note_dry(self, asked: list[str], shares: list[int], got: Sequence[Dequeued], count: int,
+                 now: float) -> None:
+        """Remember the queues of one dequeue_queues call that gave nothing although the script reached them: a
+        queue with a share (asked first), every one when the call got less than count (it went through all), and
+        with no shares (strict order, or the second call) those before the last queue that gave tasks."""
+        gave = {q for q, *_ in got}
+        if len(gave) == len(asked):
+            return
+        until = now + self.skip
+        if len(got) < count:
+            reached = len(asked)
+        elif any(shares):
+            reached = 0
+        else:
+            reached = max(i for i, q in enumerate(asked) if q in gave)
+        for i, q in enumerate(asked):
+            if q not in gave and (i < reached or shares[i] > 0):
+                self.dry[q] = until
+
+    def forget_dry(self) -> None:
+        self.dry.clear()
+
+    def first(self, k: int, live: list[str] | None = None) -> list[str]:
+        """The first k places of a fresh order of the live queues (all queues when live is None)."""
+        if live is not None and live is not self.names:
+            if self.strict:
+                return live[:k]
+            if 2 * k >= len(live) or 2 * len(live) < len(self.names):
+                rnd, weights = random.random, self.cfg.queues
+                return sorted(live, key=lambda q: rnd() ** (1.0 / weights[q]), reverse=True)[:k]
+            return self._draw(k, self.dry.keys())  # most queues live: draws skipping the dry ones
         if self.strict:
             return self.names[:k]
         if 2 * k >= len(self.names):
             return self.cfg.queue_order()[:k]
+        return self._draw(k, set())
+
+    def _draw(self, k: int, skip: Container[str]) -> list[str]:
         # one weighted draw per place, drawing again a queue already placed: the same order as queue_order()'s
         # first k places, in O(k log n)
         total = self.cumulative[-1]
@@ -125,17 +183,28 @@ class _QueueOrder:
             i = bisect.bisect_right(self.cumulative, random.random() * total)
             if i not in seen:
                 seen.add(i)
-                picked.append(self.names[i])
+                if self.names[i] not in skip:
+                    picked.append(self.names[i])
         return picked
 
-    def rest(self, head: list[str]) -> list[str]:
-        """The queues not in head, in strict order or a weighted random one."""
+    def rest(self, head: list[str], live: list[str] | None = None) -> list[str]:
+        """The live queues (all when live is None) not in head, in strict order or a weighted random one."""
         taken = set(head)
-        ordered = self.names if self.strict else self.cfg.queue_order()
+        if live is not None and live is not self.names:
+            ordered = live if self.strict else self.first(len(live), live)
+        else:
+            ordered = self.names if self.strict else self.cfg.queue_order()
         return [q for q in ordered if q not in taken]
 
 
 _orders: dict[int, _QueueOrder] = {}
+
+
+def forget_dry(cfg: ServerConfig) -> None:
+    """A wake-up: the next fetch of cfg's server asks every queue again (see _QueueOrder)."""
+    o = _orders.get(id(cfg))
+    if o is not None and o.cfg is cfg:
+        o.forget_dry()
 
 
 def _order(cfg: ServerConfig) -> _QueueOrder:

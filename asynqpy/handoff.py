@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from redis.crc import key_slot
@@ -78,9 +79,9 @@ class HandoffListener:
         task.add_done_callback(self._withdrawing.discard)
 
     async def _withdraw(self, queues: list[str]) -> None:
-        try:
-            for q in queues:
-                await self.rt.aredis.zrem(keys.waiters(q), self.rt.server_id)
+        try:  # one round trip whatever the number of queues (a busy drain fills up again and again)
+            _raise_first(await self.rt.runner.run_many([handoff_io.unregister_waiter(q, self.rt.server_id)
+                                                        for q in queues]))
         except Exception as exc:  # it lapses by itself (REGISTRATION_TTL); the lanes give back what comes meanwhile
             self.trouble.note(exc, "withdrawing the registration")
 
@@ -184,13 +185,18 @@ class _Lane:
         self._live_until = min(self._live_until, time.time()) if self._live_until else 0.0
 
     async def requeue_leftovers(self) -> None:
-        """Give every task in this lane's hand-off lists back to the front of its queue, one script call each."""
-        for q in self.queues:
-            while await self.rt.runner.run(broker.requeue_handoff(q, self.rt.server_id, now=time.time())) is not None:
-                pass
+        """Give every task in this lane's hand-off lists back to the front of its queue, one script call each, the
+        calls of all its queues in one round trip (again for the queues that still gave one back)."""
+        queues = self.queues
+        while queues:
+            now = time.time()
+            res = await self.rt.runner.run_many([broker.requeue_handoff(q, self.rt.server_id, now=now)
+                                                 for q in queues])
+            _raise_first(res)
+            queues = [q for q, r in zip(queues, res, strict=True) if r is not None]
 
 
-def _raise_first(results: list[object]) -> None:
+def _raise_first(results: Sequence[object]) -> None:
     """run_many's per-call results: the first error among them is raised (the lane's loop judges it)."""
     for res in results:
         if isinstance(res, Exception):

@@ -13,7 +13,7 @@ from typing import Any
 from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
-from asynqpy.fetch import Dequeued, Riders, dequeue_for
+from asynqpy.fetch import Dequeued, Riders, dequeue_for, forget_dry
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.outcome import Outcome, call_hooks, task_outcome
@@ -154,6 +154,7 @@ class Processor:
         self._start(q, tid, data, wait)
 
     def wake(self) -> None:
+        forget_dry(self.cfg)  # tasks came: the queues found dry lately are asked again
         self._wake.set()
 
     def pause_fetching(self) -> None:

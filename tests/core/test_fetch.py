@@ -14,7 +14,7 @@ import redis
 from asynqpy import Client, ReceivedTask, ServeMux, Task
 from asynqpy.config import ServerConfig
 from asynqpy.connection import aconnect
-from asynqpy.fetch import Dequeued, _order, dequeue_for
+from asynqpy.fetch import Dequeued, _order, dequeue_for, forget_dry
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import TroubleLog
 from asynqpy.rdb.scripts import AsyncRunner, SyncRunner, script
@@ -157,3 +157,89 @@ def test_a_worker_of_ten_queues_acknowledges_every_task(redis_url: str, r: redis
         wait_for(lambda: all(r.get(keys.processed_total(q)) == b"20" for q in queues), what="200 acknowledged")
     assert not r.keys("asynq:{*}:t:*")
     assert all(r.zcard(keys.lease(q)) == 0 and r.llen(keys.active(q)) == 0 for q in queues)
+
+
+def _commands(r: redis.Redis) -> Counter[str]:
+    """Calls per command the server has answered so far, scripts' own commands included (INFO commandstats)."""
+    return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()})
+
+
+def test_an_empty_fetch_asks_each_queue_one_exists(redis_url: str, r: redis.Redis) -> None:
+    # An idle worker polls its queues every idle_poll_interval: neither paused nor limited is one EXISTS per
+    # queue (paused, limits and limit waits at once); it was two.
+    queues = {"idle-a": 1, "idle-b": 1, "idle-c": 1}
+    _fetch(redis_url, ServerConfig(queues=queues), 10)  # the script is loaded
+    before = _commands(r)
+    assert _fetch(redis_url, ServerConfig(queues=queues), 10) == []
+    spent = _commands(r) - before
+    assert spent["exists"] == 3 and spent["rpoplpush"] == 3
+
+
+def test_a_paused_queue_among_idle_ones_is_still_skipped(redis_url: str, r: redis.Redis) -> None:
+    _fill(redis_url, {"pz-a": 2, "pz-b": 2})
+    r.set(keys.paused("pz-a"), "1")
+    got = _fetch(redis_url, ServerConfig(queues={"pz-a": 1, "pz-b": 1, "pz-c": 1}), 10)
+    assert [q for q, *_ in got] == ["pz-b", "pz-b"]
+    r.delete(keys.paused("pz-a"))
+    got = _fetch(redis_url, ServerConfig(queues={"pz-a": 1, "pz-b": 1, "pz-c": 1}), 10)
+    assert [q for q, *_ in got] == ["pz-a", "pz-a"]
+
+
+def _fetch_many(url: str, cfg: ServerConfig, free: int, rounds: int) -> list[list[Dequeued]]:
+    """rounds fetches of one server (one config), on one connection."""
+    async def go() -> list[list[Dequeued]]:
+        client = aconnect(url)
+        try:
+            return [await dequeue_for(AsyncRunner(client), cfg, free, lease_expiry=time.time() + 30,
+                                      trouble=TroubleLog("test")) for _ in range(rounds)]
+        finally:
+            await client.aclose()
+    return asyncio.run(go())
+
+
+def test_queues_found_dry_are_left_out_until_the_idle_poll(redis_url: str, r: redis.Redis) -> None:
+    # 100 queues, the tasks in one: once the others were found empty a fetch is one call naming that queue only
+    # (one EXISTS), taking all it can from it; it was every fetch naming 10 queues first, then the other 90.
+    queues = {f"dry{i:02d}": 100 - i for i in range(100)}  # strict: dry00 highest
+    _fill(redis_url, {"dry50": 40})
+    cfg = ServerConfig(queues=queues, strict_priority=True, idle_poll_interval=0.5)
+    _fetch(redis_url, ServerConfig(queues={"warm": 1, "up": 1}), 1)
+    [first] = _fetch_many(redis_url, cfg, 10, 1)
+    assert [q for q, *_ in first] == ["dry50"] * 10
+    before, calls = _commands(r), _script_calls(r)
+    [second] = _fetch_many(redis_url, cfg, 10, 1)
+    spent = _commands(r) - before
+    assert [q for q, *_ in second] == ["dry50"] * 10
+    assert _script_calls(r) - calls == 1 and spent["exists"] == 1
+    # a task added to a higher queue found dry waits at most idle_poll_interval (Go producers send no wake-up)
+    _fill(redis_url, {"dry05": 1})
+    [third] = _fetch_many(redis_url, cfg, 10, 1)
+    assert [q for q, *_ in third] == ["dry50"] * 10
+    time.sleep(0.6)
+    [fourth] = _fetch_many(redis_url, cfg, 10, 1)
+    assert [q for q, *_ in fourth] == ["dry05"]  # (the first ten queues had something: the fetch ends there)
+
+
+def test_a_wake_up_asks_the_dry_queues_again(redis_url: str, r: redis.Redis) -> None:
+    queues = {f"wk{i:02d}": 100 - i for i in range(20)}
+    _fill(redis_url, {"wk10": 30})
+    cfg = ServerConfig(queues=queues, strict_priority=True, idle_poll_interval=60.0)
+    got = _fetch_many(redis_url, cfg, 5, 2)
+    assert [q for batch in got for q, *_ in batch] == ["wk10"] * 10
+    _fill(redis_url, {"wk02": 1})
+    [batch] = _fetch_many(redis_url, cfg, 5, 1)
+    assert [q for q, *_ in batch] == ["wk10"] * 5  # wk02 is left out: found dry a moment ago
+    forget_dry(cfg)  # what Processor.wake() does (our producers' enqueue, the forwarder)
+    [batch] = _fetch_many(redis_url, cfg, 5, 1)
+    assert [q for q, *_ in batch] == ["wk02"]
+
+
+def test_weighted_fetches_leave_out_dry_queues_and_keep_the_weights(redis_url: str, r: redis.Redis) -> None:
+    queues = {"wa": 3, "wb": 1, **{f"we{i:02d}": 1 for i in range(30)}}
+    _fill(redis_url, {"wa": 400, "wb": 400})
+    cfg = ServerConfig(queues=queues, idle_poll_interval=60.0)
+    got = _fetch_many(redis_url, cfg, 1, 200)
+    counts = Counter(q for batch in got for q, *_ in batch)
+    assert sum(counts.values()) == 200 and set(counts) == {"wa", "wb"}
+    assert 0.62 < counts["wa"] / 200 < 0.88  # 3:1
+    assert _order(cfg).live(time.monotonic()) == ["wa", "wb"]

@@ -76,3 +76,24 @@ def test_stop_ends_the_sleep(redis_url: str) -> None:
 
 
 _real_time = time.time
+
+
+def test_an_idle_forward_pass_reads_one_zrange_per_set(redis_url: str, r: redis.Redis) -> None:
+    # Nothing due: the pass reads each set's first member (also its next due time) and no range; it was a
+    # ZRANGEBYSCORE and a ZRANGE per set.
+    from collections import Counter
+
+    from asynqpy.rdb import broker
+    from asynqpy.rdb.scripts import SyncRunner
+
+    def commands() -> Counter[str]:
+        return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()})
+
+    Client(redis_url).enqueue(Task("later", b""), queue="fwd-idle", process_in=60)
+    runner = SyncRunner(r)
+    runner.run(broker.forward("fwd-idle"))  # the script is loaded
+    before = commands()
+    moved, nxt, now = runner.run(broker.forward("fwd-idle"))
+    spent = commands() - before
+    assert moved == 0 and nxt is not None and nxt > now + 50
+    assert spent["zrangebyscore"] == 0 and spent["zrange"] == 4  # scheduled, retry, exact due times, limit waits

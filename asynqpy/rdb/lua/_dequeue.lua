@@ -3,7 +3,8 @@
 -- take(q, max, expiry, with_since, with_wait, out) moves up to max pending tasks of q to active, each with a
 -- lease until expiry, appending id, msg (then pending_since: ns string, '' when unset, with with_since; then the
 -- limit the task waited on, '' when none, with with_wait) to out.
--- q = {pending=, paused=, active=, lease=, prefix=} (the queue's keys and task key prefix). Returns how many it
+-- q = {pending=, paused=, active=, lease=, prefix=} (the queue's keys and task key prefix; take() notes in q.open
+-- whether it is paused, asked once per script). Returns how many it
 -- started and whether it stopped short (paused, nothing more pending, or MAX_BLOCKED reached).
 -- An id whose hash is gone is dropped from active rather than handed out.
 -- With limits on the queue (see _limits.lua), the tasks waiting for a limit that now has room start first,
@@ -12,11 +13,21 @@
 local MAX_BLOCKED = 100
 
 local function take(q, max, expiry, with_since, with_wait, out)
-  if redis.call("EXISTS", q.paused) == 1 then
+  local lp = limits_prefix_of(q.pending)
+  if q.open == nil then
+    -- one EXISTS answers both questions in the common case (neither paused nor limited: 0); an idle worker
+    -- asks every queue once per poll
+    if loaded[lp] == nil and redis.call("EXISTS", q.paused, lp .. "limits", lp .. "lwaiting") == 0 then
+      loaded[lp] = false
+      q.open = true
+    else
+      q.open = redis.call("EXISTS", q.paused) == 0
+    end
+  end
+  if not q.open then
     return 0, true
   end
   local n = 0
-  local lp = limits_prefix_of(q.pending)
   local list = load_limits(lp)
   local now_ms  -- read (TIME) only when a task falls under a limit: an unlimited type does not pay for it
   local function now()

@@ -39,12 +39,28 @@ local function move(src, id)
   redis.call("ZREM", KEYS[8], id)
   moved = moved + 1
 end
+-- A set's first member is read first (its score is also the next due time): the range is read only when that
+-- one is due, so an idle pass is one ZRANGE per set
+local function head(key)
+  return redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+end
+local function due_now(first)
+  return first[2] ~= nil and tonumber(first[2]) <= tonumber(now.s)
+end
+local firsts = {}
+for k = 1, 3 do
+  firsts[k] = head(KEYS[k == 3 and 8 or k])
+end
 for k = 1, 2 do
-  for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[k], "-inf", now.s, "LIMIT", 0, limit - moved)) do
-    move(KEYS[k], id)
+  if due_now(firsts[k]) and moved < limit then
+    for _, id in ipairs(redis.call("ZRANGEBYSCORE", KEYS[k], "-inf", now.s, "LIMIT", 0, limit - moved)) do
+      move(KEYS[k], id)
+    end
+    firsts[k] = nil
   end
 end
-if moved < limit then
+if moved < limit and due_now(firsts[3]) then
+  firsts[3] = nil
   local exact = redis.call("ZRANGEBYSCORE", KEYS[8], "-inf", now.s, "WITHSCORES", "LIMIT", 0, limit - moved)
   for i = 1, #exact, 2 do
     local id, src = exact[i], nil
@@ -69,15 +85,12 @@ if waiting > 0 and ARGV[7] ~= "" then
   redis.call("PUBLISH", ARGV[7], ARGV[8])
 end
 local nextdue = ""
-for k = 1, 2 do
-  local first = redis.call("ZRANGE", KEYS[k], 0, 0, "WITHSCORES")
+for k = 1, 3 do
+  -- read again only when this pass changed the sets (a move takes a task out of a set and of KEYS[8])
+  local first = moved == 0 and firsts[k] or head(KEYS[k == 3 and 8 or k])
   if first[2] and (nextdue == "" or tonumber(first[2]) < tonumber(nextdue)) then
     nextdue = first[2]
   end
-end
-local first = redis.call("ZRANGE", KEYS[8], 0, 0, "WITHSCORES")
-if first[2] and (nextdue == "" or tonumber(first[2]) < tonumber(nextdue)) then
-  nextdue = first[2]
 end
 if lwait[2] then
   -- one already due waits for a free worker: look again in 0.2 s, not at once (no spinning forwarder)
