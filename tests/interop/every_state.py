@@ -102,6 +102,10 @@ def every_state(redis_url: str) -> Iterator[EveryState]:
             ids["pending"] = [c.enqueue(Task("ok:wait", b"in line"), queue=QUEUE, task_id="wait-1").id,
                               c.enqueue(Task("ok:hdr", b"with headers", headers=HEADERS), queue=QUEUE,
                                         task_id="wait-2").id]
+            # A hand-off registration the worker withdraws as it fills up may still take wait-1 (it is then
+            # given back to the front of the queue at once): wait until both are in line.
+            wait_for(lambda: sorted(r.lrange(keys.pending(QUEUE), 0, -1)) == [b"wait-1", b"wait-2"],
+                     timeout=20, what="the two pending tasks in line")
             _write_scheduler_entry(r, time.time())
             wait_for(lambda: any(r.hexists(k, "busy-1") for k in r.scan_iter("asynq:workers:*")),
                      what="the heartbeat that lists the active task")
