@@ -104,8 +104,14 @@ def every_state(redis_url: str) -> Iterator[EveryState]:
                                         task_id="wait-2").id]
             # A hand-off registration the worker withdraws as it fills up may still take wait-1 (it is then
             # given back to the front of the queue at once): wait until both are in line.
-            wait_for(lambda: sorted(r.lrange(keys.pending(QUEUE), 0, -1)) == [b"wait-1", b"wait-2"],
-                     timeout=20, what="the two pending tasks in line")
+            try:
+                wait_for(lambda: sorted(r.lrange(keys.pending(QUEUE), 0, -1)) == [b"wait-1", b"wait-2"],
+                         timeout=20, what="the two pending tasks in line")
+            except AssertionError as exc:  # say where the missing one is, so the failure can be judged
+                where = {k.decode(): r.type(k).decode() for k in r.scan_iter(f"*{{{QUEUE}}}*")}
+                raise AssertionError(f"{exc}: pending {r.lrange(keys.pending(QUEUE), 0, -1)}, active "
+                                     f"{r.lrange(keys.active(QUEUE), 0, -1)}, wait-1 "
+                                     f"{r.hgetall(keys.task(QUEUE, 'wait-1'))}, keys {where}") from None
             _write_scheduler_entry(r, time.time())
             wait_for(lambda: any(r.hexists(k, "busy-1") for k in r.scan_iter("asynq:workers:*")),
                      what="the heartbeat that lists the active task")
