@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.cookiejar import CookieJar
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
 from werkzeug.serving import make_server
 
-from tests.webui.authkit import PASSWORDS
+from tests.webui.authkit import PASSWORDS, app_on
 
 
 @dataclass
@@ -67,6 +68,13 @@ class Browser:
         return next((c for c in self.jar if c.name == name), None)
 
 
+def signed_in(base: str, name: str, password: str | None = None) -> Browser:
+    """A Browser logged in through the form as name (its PASSWORDS entry unless password is given)."""
+    b = Browser(base)
+    assert b.login(name, password).status == 303
+    return b
+
+
 @contextmanager
 def serve(app: Flask | Any) -> Iterator[str]:
     """app (a Flask app or any WSGI callable) on http://127.0.0.1:<free port> until the block ends."""
@@ -78,6 +86,13 @@ def serve(app: Flask | Any) -> Iterator[str]:
     finally:
         server.shutdown()
         thread.join(5)
+
+
+@contextmanager
+def live_app(redis_url: str, users_path: Path, **config: Any) -> Iterator[str]:
+    """An app on the test database (authkit.make_app) served on loopback until the block ends; its base URL."""
+    with app_on(redis_url, users_path, **config) as app, serve(app) as base:
+        yield base
 
 
 class Clock:

@@ -23,8 +23,7 @@ import pytest
 import redis
 
 from asynqpy.embedded import free_port
-from tests.webui.authkit import PASSWORDS
-from tests.webui.browserkit import expect
+from tests.webui.browserkit import expect, sign_in
 from tests.webui.webkit import make_state
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -76,14 +75,6 @@ def data(web: dict[str, Any]) -> Iterator[dict[str, Any]]:
     web["redis"].flushdb()
 
 
-def _login(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORDS[name])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
-
-
 def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], browser: Any,
                                                            data: dict[str, Any]) -> None:
     base = web["base"]
@@ -92,7 +83,7 @@ def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], 
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     page = ctx.new_page()
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     expect(page.locator("#overview")).to_contain_text("mail")
     page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
 
@@ -112,7 +103,7 @@ def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], 
     page.screenshot(path=str(ARTIFACTS / "task.png"), full_page=True)
 
     page.get_by_role("button", name="Log out").click()
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/audit?action=task.run")
     expect(page.locator("#audit-table")).to_contain_text(tid)
     expect(page.locator("#audit-table")).to_contain_text("otto")
@@ -128,7 +119,7 @@ def test_hostile_types_and_payloads_stay_inert(web: dict[str, Any], browser: Any
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     hostile = data["archived"][0]
     for path in ("/", "/queues/mail/archived", "/queues/mail/retry", f"/queues/mail/tasks/{hostile}", "/errors"):
         page.goto(base + path)
@@ -160,7 +151,7 @@ def test_select_rows_and_replay_them_then_delete_all_after_confirming(web: dict[
     page = ctx.new_page()
     asked: list[str] = []
     page.on("dialog", lambda d: (asked.append(d.message), d.accept()))
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/queues/mail/archived")
     bulk = page.locator("#bulk-bar").get_by_role("button", name="Replay")
     expect(bulk).to_be_disabled()  # nothing selected yet
@@ -189,7 +180,7 @@ def test_a_slow_replay_shows_progress_across_a_reload_and_cancels(web: dict[str,
     ctx = browser.new_context()
     page = ctx.new_page()
     page.on("dialog", lambda d: d.accept())
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/queues/slow/archived")
     page.get_by_label("Rate (tasks per second)").fill("10")
     page.get_by_role("button", name="Replay all").click()
@@ -214,7 +205,7 @@ def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, An
     ctx = browser.new_context()
     page = ctx.new_page()
     page.on("dialog", lambda d: d.accept())
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     retry, archived = data["retry"][0], data["archived"][1]
     page.goto(f"{base}/queues/mail/tasks/{retry}")
     page.get_by_role("button", name="Archive").click()
@@ -233,7 +224,7 @@ def test_chart_range_and_live_refresh_pause(web: dict[str, Any], browser: Any, d
     base = web["base"]
     ctx = browser.new_context()
     page = ctx.new_page()
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     page.get_by_role("button", name="30 days").click()
     expect(page.locator("#daily-chart")).to_contain_text("in 30 days")
     expect(page.locator("#daily-chart svg")).to_have_count(1)
