@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from asynqpy import Client, Task
-from asynqpy.embedded import free_port
 from tests.inspector.worker import Worker
 from tests.webui.authkit import queue_roles_file
 from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect, sign_in
+from tests.webui.livekit import gunicorn_web
 
 DB = 13
 PASSWORD = "browser-access-pass-1"
@@ -42,30 +38,11 @@ def site(redis_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     url = redis_server_url.rsplit("/", 1)[0] + f"/{DB}"
     r = redis.Redis.from_url(url)
     r.flushdb()
-    port = free_port()
-    env = {**os.environ, "ASYNQPY_WEB_SECRET": "access-test-secret-" + "z" * 32, "ASYNQPY_SAMPLE_SECONDS": "0"}
-    log = tmp / "gunicorn.log"
-    exe = Path(sys.executable).with_name("asynqpy")
-    proc = subprocess.Popen([str(exe), "web", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--users",
-                             str(users), "--config", str(tmp / "dashboard.toml"), "--redis-url", url], env=env,
-                            stdout=log.open("w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"asynqpy web did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield {"base": base, "url": url, "redis": r}
+        with gunicorn_web(url, users, "--config", str(tmp / "dashboard.toml"),
+                          ASYNQPY_WEB_SECRET="access-test-secret-" + "z" * 32, ASYNQPY_SAMPLE_SECONDS="0") as base:
+            yield {"base": base, "url": url, "redis": r}
     finally:
-        proc.terminate()
-        proc.wait(15)
         r.flushdb()
         r.close()
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -22,12 +19,10 @@ from typing import Any
 import pytest
 import redis
 
-from asynqpy.embedded import free_port
-from tests.webui.browserkit import expect, sign_in
+from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect, sign_in
+from tests.webui.livekit import gunicorn_web
 from tests.webui.webkit import make_state
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 BROWSER_DB = 14
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
@@ -35,35 +30,16 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 
 
 @pytest.fixture(scope="session")
-def web(redis_server_url: str, users_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def web(redis_server_url: str, users_path: Path) -> Iterator[dict[str, Any]]:
     """`asynqpy web` (gunicorn, 2 workers) on a free port, on database 14 of the session's server, started once."""
     url = redis_server_url.rsplit("/", 1)[0] + f"/{BROWSER_DB}"
     r = redis.Redis.from_url(url)
     r.flushdb()
-    port = free_port()
-    env = {**os.environ, "ASYNQPY_WEB_SECRET": "browser-test-secret-" + "y" * 32, "ASYNQPY_SAMPLE_SECONDS": "1"}
-    log = tmp_path_factory.mktemp("web") / "gunicorn.log"
-    exe = Path(sys.executable).with_name("asynqpy")
-    proc = subprocess.Popen([str(exe), "web", "--bind", f"127.0.0.1:{port}", "--workers", "2", "--users",
-                             str(users_path), "--redis-url", url], env=env, stdout=log.open("w"),
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"asynqpy web did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield {"base": base, "url": url, "redis": r}
+        with gunicorn_web(url, users_path, workers=2, ASYNQPY_WEB_SECRET="browser-test-secret-" + "y" * 32,
+                          ASYNQPY_SAMPLE_SECONDS="1") as base:
+            yield {"base": base, "url": url, "redis": r}
     finally:
-        proc.terminate()
-        proc.wait(15)
         r.flushdb()
         r.close()
 
