@@ -241,10 +241,11 @@ def done_queues(batches: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, now
     appends its keys' names and the day's), so a batch over many queues sends two arguments per queue besides
     each task's two. Reply: the ids this worker no longer held."""
     args: list[Any] = [int(now) + STATS_TTL, keys.utc_date(now)]
+    add = args.extend
     for q, items in batches:
-        args += [_queue_prefix(q), len(items)]
-        for tid, ukey in items:
-            args += [tid, ukey]
+        add((_queue_prefix(q), len(items)))
+        for pair in items:
+            add(pair)
     return Call(script("done_queues"), [], args, _ids)
 
 
