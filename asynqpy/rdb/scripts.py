@@ -103,15 +103,26 @@ def _str_seg(s: str) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(b), b)
 
 
+@lru_cache(maxsize=1024)
+def _int_seg(n: int) -> bytes:
+    """One int argument in RESP. Cached: counts, shares and expiry seconds recur from call to call."""
+    b = b"%d" % n
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
 def pack(call: Call[Any]) -> bytes:
     """The EVALSHA of call in RESP, byte for byte what redis-py would send."""
     parts = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys))]
+    add = parts.append
     for x in (*call.keys, *call.args):
-        if x.__class__ is str:
-            parts.append(_str_seg(x))
+        cls = x.__class__
+        if cls is str:
+            add(_str_seg(x))
+        elif cls is int:
+            add(_int_seg(x))
         else:
             b = _arg(x)
-            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+            add(b"$%d\r\n%s\r\n" % (len(b), b))
     return b"".join(parts)
 
 
