@@ -13,7 +13,7 @@ from typing import Any
 from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
-from asynqpy.fetch import Dequeued, Riders, dequeue_for, forget_dry
+from asynqpy.fetch import Dequeued, Offer, Riders, dequeue_for, forget_dry
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.outcome import Outcome, call_hooks, task_outcome
@@ -71,6 +71,9 @@ class Processor:
         self.threads = HandlerThreads(self.cfg.concurrency, on_stuck=self._stuck_changed, stuck=rt.stuck)
         self.running = 0
         self._reserved = 0  # slots the dequeue in flight may fill: hand-off lanes must not take them meanwhile
+        # Tasks a hand-off lane received and has not started (or given back) yet: they are leased to this server
+        # already, and hold the slots it offered, so a fetch must leave them those slots.
+        self._claimed = 0
         self._fetched = asyncio.Event()
         self._fetched.set()
         self._stopping = asyncio.Event()
@@ -88,6 +91,7 @@ class Processor:
         self._idle.set()
         self._writes: set[asyncio.Task[None]] = set()
         self.handoff = HandoffListener(rt, self)
+        self._offer = Offer(rt.server_id, self.handoff.offering)
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
@@ -119,16 +123,34 @@ class Processor:
         return self.stuck >= self.cfg.max_stuck_threads
 
     def wants_tasks(self) -> bool:
-        """True while fetching and a worker slot is free (not reserved by a dequeue in flight)."""
+        """True while fetching and a worker slot is free (not reserved by a dequeue in flight, nor held by a task
+        handed over that a lane is about to start)."""
         return (self._fetching and not self._paused and not self.too_many_stuck
-                and self.running + self._reserved < self.cfg.concurrency)
+                and self.running + self._reserved + self._claimed < self.cfg.concurrency)
 
     async def room_after_fetch(self) -> bool:
-        """wants_tasks(), once the dequeue in flight (if any) has started what it got: a hand-off lane that got a
-        task while the fetch had reserved the free slots asks this before giving the task back."""
+        """wants_tasks(), once the dequeue in flight (if any) has started what it got."""
         if self._reserved:
             await self._fetched.wait()
         return self.wants_tasks()
+
+    def claim_handed(self) -> None:
+        """A lane just received a task handed over: until it starts it (or gives it back, see room_for_handed and
+        unclaim_handed), fetches leave it its slot."""
+        self._claimed += 1
+
+    def unclaim_handed(self) -> None:
+        self._claimed -= 1
+
+    async def room_for_handed(self) -> bool:
+        """True when a task a lane claimed may start now (then start_task at once, without an await between). A
+        dequeue in flight first starts what it got: it leaves the claimed tasks their slots, giving back what it
+        got beyond them (see _fetch_loop), so False means that the worker filled up otherwise (another lane, a
+        dequeue that ran before the claim was known, a pause or a stop): the lane gives its task back."""
+        if self._reserved:
+            await self._fetched.wait()
+        return (self._fetching and not self._paused and not self.too_many_stuck
+                and self.running + self._reserved < self.cfg.concurrency)
 
     async def wait_for_slot(self, timeout: float) -> None:
         """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""
@@ -173,7 +195,7 @@ class Processor:
             if lane and not self._busy.is_set():
                 await self._wait(self._busy, None)
                 continue
-            free = cfg.concurrency - self.running - self._reserved
+            free = cfg.concurrency - self.running - self._reserved - self._claimed
             if free <= 0 or self._paused or self.too_many_stuck:
                 self._slot.clear()
                 await self._wait(self._slot, None if free <= 0 else cfg.idle_poll_interval)
@@ -206,12 +228,32 @@ class Processor:
                 if not lane:
                     await self._wait(self._wake, cfg.idle_poll_interval)
                 continue
+            # A lane that received tasks handed over meanwhile keeps the slots they hold: what this dequeue got
+            # beyond the room left goes back (after the others started: no await in between).
+            room = max(0, cfg.concurrency - self.running - self._reserved - self._claimed)
+            got, surplus = got[:room], got[room:]
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since, limit in got:
                 try:
                     self._start(q, tid, data, max(0.0, now - since) if since else None, limit)
                 except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
                     log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
+            if surplus:
+                await self._give_back(surplus)
+
+    async def _give_back(self, back: list[Dequeued]) -> None:
+        """Put tasks a dequeue got (the youngest of it) back at the front of their queues, in their order: one
+        requeue script each, the youngest first. Those a requeue did not reach stay leased to this server and come
+        back by lease recovery (at-least-once)."""
+        now = time.time()
+        try:
+            res = await self.rt.runner.run_many([broker.requeue(q, tid, now=now) for q, tid, *_ in reversed(back)])
+        except Exception as exc:
+            res = [exc]
+        for r in res:
+            if isinstance(r, Exception):
+                self.trouble.note(r, "giving back tasks fetched beyond the slots of tasks handed over")
+                break
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
@@ -232,7 +274,7 @@ class Processor:
         try:
             return await dequeue_for(self.rt.runner, self.cfg, free,
                                      lease_expiry=time.time() + self.cfg.lease_duration, trouble=self.trouble,
-                                     riders=riders)
+                                     riders=riders, offer=self._offer)
         finally:
             if acks is not None and riders is not None:
                 if riders.results is None:
