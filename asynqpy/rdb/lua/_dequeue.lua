@@ -23,11 +23,9 @@ local MAX_BLOCKED = 100
 local function take_handed(q, max, expiry, with_since, with_wait, out)
   local n = 0
   local since, popped
-  while n < max do
+  -- read before popping: a script's first write lifts Redis's OOM refusal for the writes after it
+  while n < max and redis.call("LLEN", q.box) > 0 do
     local item = redis.call("RPOP", q.box)  -- the oldest first (enqueue scripts LPUSH)
-    if not item then
-      break
-    end
     local colon = string.find(item, ":", 1, true)
     local len = tonumber(string.sub(item, 1, colon - 1))
     local id = string.sub(item, colon + 1, colon + len)
