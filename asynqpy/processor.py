@@ -140,13 +140,16 @@ class Processor:
         self._claimed += 1
 
     def unclaim_handed(self) -> None:
+        """The lane started its task (running counts it now) or gives it back (its slot is free again)."""
         self._claimed -= 1
+        self._slot.set()  # the fetch loop looks again
 
     async def room_for_handed(self) -> bool:
-        """True when a task a lane claimed may start now (then start_task at once, without an await between). A
-        dequeue in flight first starts what it got: it leaves the claimed tasks their slots, giving back what it
-        got beyond them (see _fetch_loop), so False means that the worker filled up otherwise (another lane, a
-        dequeue that ran before the claim was known, a pause or a stop): the lane gives its task back."""
+        """True when a task a lane claimed may start now (then start_task at once, without an await between), once
+        the dequeue in flight (if any) has started what it got. That dequeue left the slot to the lane when its
+        script found the hand-off (see fetch.Offer); False means that the worker filled up otherwise (a dequeue
+        that ran before the hand-off, another lane, a pause or a stop): the lane gives its task back, the younger
+        one."""
         if self._reserved:
             await self._fetched.wait()
         return (self._fetching and not self._paused and not self.too_many_stuck
@@ -228,32 +231,12 @@ class Processor:
                 if not lane:
                     await self._wait(self._wake, cfg.idle_poll_interval)
                 continue
-            # A lane that received tasks handed over meanwhile keeps the slots they hold: what this dequeue got
-            # beyond the room left goes back (after the others started: no await in between).
-            room = max(0, cfg.concurrency - self.running - self._reserved - self._claimed)
-            got, surplus = got[:room], got[room:]
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since, limit in got:
                 try:
                     self._start(q, tid, data, max(0.0, now - since) if since else None, limit)
                 except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
                     log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
-            if surplus:
-                await self._give_back(surplus)
-
-    async def _give_back(self, back: list[Dequeued]) -> None:
-        """Put tasks a dequeue got (the youngest of it) back at the front of their queues, in their order: one
-        requeue script each, the youngest first. Those a requeue did not reach stay leased to this server and come
-        back by lease recovery (at-least-once)."""
-        now = time.time()
-        try:
-            res = await self.rt.runner.run_many([broker.requeue(q, tid, now=now) for q, tid, *_ in reversed(back)])
-        except Exception as exc:
-            res = [exc]
-        for r in res:
-            if isinstance(r, Exception):
-                self.trouble.note(r, "giving back tasks fetched beyond the slots of tasks handed over")
-                break
 
     async def _wait(self, ev: asyncio.Event, timeout: float | None) -> None:
         if not self._fetching:
