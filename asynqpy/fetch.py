@@ -24,7 +24,9 @@ Dequeued = tuple[str, str, bytes, float | None, str | None]
 class Offer:
     """The fetching server's side of hand-offs: its id (what enqueue scripts handed to it comes first in its
     fetches), and whether its lane's registration on a queue stands as far as it knows (then a fetch leaves the
-    slot of a hand-off that lane took to it; see lua/_dequeue.lua)."""
+    slot of a hand-off that lane took to it; see lua/_dequeue.lua). Only the queues a fetch asks are looked at:
+    on a server of many queues, a hand-off in another one may still find its slot taken (its lane gives it back
+    to the front of its queue)."""
 
     server_id: str
     offering: Callable[[str], bool]

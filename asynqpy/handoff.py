@@ -167,8 +167,9 @@ class _Lane:
         self.offering = False
         q = self.boxes[box.decode()]
         tid, data = broker.parse_handoff(value)
-        # The task is leased to us already and holds the slot we offered: a dequeue in flight leaves it that slot
-        # (and gives back what it got beyond), rather than this task going back behind one enqueued after it.
+        # The task is leased to us already and holds the slot we offered: fetches leave it that slot (claimed here,
+        # and in Redis by the dequeue script, which sees the registration consumed while we still offered it),
+        # rather than a fetch taking a task enqueued after it and this one going back behind it.
         self.processor.claim_handed()
         try:
             room = await self.processor.room_for_handed()
