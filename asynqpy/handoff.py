@@ -194,11 +194,13 @@ class _Lane:
                                             prune_before=until - 60 if prune else None)  # long-dead ones
                  for q in self.queues]
         self._live_until = max(self._live_until, until)  # counts from sending: the ZADD may apply unanswered
-        self.offering = True
         _raise_first(await self.runner.run_many(calls))
         if prune:
             self._pruned_at = until
         self._registered_until = until
+        # Only once it stands for sure: a fetch that found it absent while it travelled would leave a slot free
+        # for a hand-off that never came (in a busy drain, at every freed slot).
+        self.offering = True
         if not self.processor.wants_tasks():
             # It filled up while the registration travelled (withdraw() found nothing to withdraw yet): withdraw
             # it now rather than at the next pass, so that producers stop handing over tasks it would give back.
