@@ -6,7 +6,7 @@ import bisect
 import itertools
 import random
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,23 @@ from asynqpy.rdb.scripts import AsyncRunner, Call
 
 # queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
 Dequeued = tuple[str, str, bytes, float | None, str | None]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The fetching server's side of hand-offs: its id (what enqueue scripts handed to it comes first in its
+    fetches), and whether its lane's registration on a queue stands as far as it knows (then a fetch leaves the
+    slot of a hand-off that lane took to it; see lua/_dequeue.lua). Only the queues a fetch asks are looked at:
+    on a server of many queues, a hand-off in another one may still find its slot taken (its lane gives it back
+    to the front of its queue)."""
+
+    server_id: str
+    offering: Callable[[str], bool]
+
+
+def _offer_args(offer: Offer | None, q: str) -> dict[str, Any]:
+    """broker.dequeue_waited's / dequeue_queues's keyword arguments for a call on q (or whose first queue is q)."""
+    return {} if offer is None else {"server_id": offer.server_id, "offered": offer.offering(q)}
 
 
 @dataclass
@@ -45,23 +62,27 @@ async def _trip(runner: AsyncRunner, calls: list[Call[Any]], riders: Riders | No
 
 
 async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, lease_expiry: float,
-                      trouble: TroubleLog, riders: Riders | None = None) -> list[Dequeued]:
+                      trouble: TroubleLog, riders: Riders | None = None,
+                      offer: Offer | None = None) -> list[Dequeued]:
     """At most `free` tasks, leased to this server until lease_expiry. Tasks already dequeued are always
     returned, even when a later queue's dequeue fails (that failure is noted in trouble); raises the failure
-    only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue.
+    only when nothing was dequeued. riders: calls sent in the first round trip, ahead of the dequeue. offer: the
+    fetching server's hand-off side: the tasks our enqueue scripts handed to it in the queues asked come first,
+    and the slots of those its lanes took are left to them (they hold the slots it offered; see lua/_dequeue.lua).
 
     On one node (a plain or Sentinel client) the queues are asked in at most two script calls whatever their
     number: the first `free` queues of the order (each its share, then the rest of the slots from them), and only
     when those had nothing, all the others. Queues found dry lately are left out (see _QueueOrder). On a cluster,
     where queues live in different slots, one call per queue."""
     if len(cfg.queues) > 1 and not is_cluster(runner.redis):
-        return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders)
+        return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders, offer)
     if cfg.strict_priority or len(cfg.queues) == 1:
         got: list[Dequeued] = []
         for q in cfg.queue_order():
             try:
                 [rows] = await _trip(runner, [broker.dequeue_waited(q, lease_expiry=lease_expiry,
-                                                                    count=free - len(got))], riders)
+                                                                    count=free - len(got), **_offer_args(offer, q))],
+                                     riders)
                 if isinstance(rows, Exception):
                     raise rows
             except Exception as exc:
@@ -77,30 +98,32 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
     # weighted random order), all fetched in one pipelined round trip.
     order = cfg.queue_order()
     shares = _shares(free, order, cfg)
-    out = await _dequeue_shares(runner, order, shares, lease_expiry, trouble, riders)
+    out = await _dequeue_shares(runner, order, shares, lease_expiry, trouble, riders, offer)
     for q in order[free:] if not out else []:  # the queues that got no share, one at a time
-        out = await _dequeue_shares(runner, [q], [free], lease_expiry, trouble, None)
+        out = await _dequeue_shares(runner, [q], [free], lease_expiry, trouble, None, offer)
         if out:
             break
     return out
 
 
 async def _dequeue_one_node(runner: AsyncRunner, cfg: ServerConfig, free: int, lease_expiry: float,
-                            riders: Riders | None) -> list[Dequeued]:
+                            riders: Riders | None, offer: Offer | None) -> list[Dequeued]:
     order = _order(cfg)
     now = time.monotonic()
     live = order.live(now)
     head = order.first(free, live)
     shares = [0] * len(head) if cfg.strict_priority else _shares(free, head, cfg)
     [got] = await _trip(runner, [broker.dequeue_queues(list(zip(head, shares, strict=True)),
-                                                       lease_expiry=lease_expiry, count=free)], riders)
+                                                       lease_expiry=lease_expiry, count=free,
+                                                       **_offer_args(offer, head[0]))], riders)
     if isinstance(got, Exception):
         raise got
     order.note_dry(head, shares, got, free, now)
     if got or len(head) == len(live):
         return list(got)
     rest = order.rest(head, live)
-    got = await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry, count=free))
+    got = await runner.run(broker.dequeue_queues([(q, 0) for q in rest], lease_expiry=lease_expiry, count=free,
+                                                 **_offer_args(offer, rest[0])))
     order.note_dry(rest, [0] * len(rest), got, free, now)
     return list(got)
 
@@ -218,9 +241,10 @@ def _order(cfg: ServerConfig) -> _QueueOrder:
 
 
 async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[int], expiry: float,
-                          trouble: TroubleLog, riders: Riders | None) -> list[Dequeued]:
+                          trouble: TroubleLog, riders: Riders | None, offer: Offer | None) -> list[Dequeued]:
     pairs = zip(order, shares, strict=True)
-    calls = [(q, broker.dequeue_waited(q, lease_expiry=expiry, count=n)) for q, n in pairs if n > 0]
+    calls = [(q, broker.dequeue_waited(q, lease_expiry=expiry, count=n, **_offer_args(offer, q)))
+             for q, n in pairs if n > 0]
     results = await _trip(runner, [c for _, c in calls], riders)
     out: list[Dequeued] = []
     failed: Exception | None = None

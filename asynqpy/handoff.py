@@ -56,6 +56,7 @@ class HandoffListener:
         else:
             groups = [queues]
         self.lanes = [_Lane(self, g, direct=not is_cluster(self.conn)) for g in groups]
+        self._lane_of = {q: lane for lane in self.lanes for q in lane.queues}
         self._stop = False
         self._tasks: list[asyncio.Task[None]] = []
         self._withdrawing: set[asyncio.Task[None]] = set()
@@ -64,6 +65,13 @@ class HandoffListener:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(lane.run(), name=f"asynqpy-handoff-{i}")
                        for i, lane in enumerate(self.lanes)]
+
+    def offering(self, q: str) -> bool:
+        """True while the registration of q's lane stands as far as this server knows (sent, and neither consumed
+        by a hand-off it received nor withdrawn): a fetch then leaves the slot of a hand-off that consumed it
+        meanwhile to the lane (see rdb/lua/_dequeue.lua)."""
+        lane = self._lane_of.get(q)
+        return lane is not None and lane.offering
 
     def withdraw(self) -> None:
         """The processor just filled up: withdraw the registration now, on the runtime's connection, rather than
@@ -74,6 +82,7 @@ class HandoffListener:
             return
         for lane in registered:
             lane._registered_until = 0.0
+            lane.offering = False
         task = asyncio.create_task(self._withdraw([q for lane in registered for q in lane.queues]))
         self._withdrawing.add(task)
         task.add_done_callback(self._withdrawing.discard)
@@ -117,6 +126,7 @@ class _Lane:
         self.box_keys = list(self.boxes)
         self.popper = handoff_io.HandedPop(self.conn, direct=direct)
         self._registered_until = 0.0
+        self.offering = False  # see HandoffListener.offering
         # Until when producers may hand us tasks (0: none can): a registration we could not withdraw lasts to its
         # expiry; until a drain after that has succeeded, a full lane gives back what its boxes hold.
         self._live_until = 0.0
@@ -130,6 +140,7 @@ class _Lane:
             except Exception as exc:  # transient trouble or a bug: the lane goes on after a back-off
                 self.trouble.note(exc)
                 self._registered_until = 0.0
+                self.offering = False
                 await asyncio.sleep(self.trouble.delay())
             else:
                 self.trouble.ok()
@@ -153,10 +164,21 @@ class _Lane:
             return
         box, value = item
         self._registered_until = 0.0  # the script consumed our registration for that queue
+        self.offering = False
         q = self.boxes[box.decode()]
         tid, data = broker.parse_handoff(value)
-        if not await self.processor.room_after_fetch():
-            # The fetch or another lane filled the last slot meanwhile: back to the front of its queue.
+        # The task is leased to us already and holds the slot we offered: fetches leave it that slot (claimed here,
+        # and in Redis by the dequeue script, which sees the registration consumed while we still offered it),
+        # rather than a fetch taking a task enqueued after it and this one going back behind it.
+        self.processor.claim_handed()
+        try:
+            room = await self.processor.room_for_handed()
+            if room:
+                self.processor.start_task(q, tid, data)
+        finally:
+            self.processor.unclaim_handed()
+        if not room:
+            # Another lane, a pause or a stop filled or closed the last slot meanwhile: back to the front of its queue.
             try:
                 await self.rt.runner.run(broker.requeue(q, tid, now=time.time()))
             except Exception:
@@ -164,7 +186,6 @@ class _Lane:
                 self._live_until = self._live_until or time.time()
                 raise
             return
-        self.processor.start_task(q, tid, data)
         await asyncio.sleep(0)  # let the handler start before this loop registers again
 
     async def _register(self, until: float) -> None:
@@ -177,8 +198,16 @@ class _Lane:
         if prune:
             self._pruned_at = until
         self._registered_until = until
+        # Only once it stands for sure: a fetch that found it absent while it travelled would leave a slot free
+        # for a hand-off that never came (in a busy drain, at every freed slot).
+        self.offering = True
+        if not self.processor.wants_tasks():
+            # It filled up while the registration travelled (withdraw() found nothing to withdraw yet): withdraw
+            # it now rather than at the next pass, so that producers stop handing over tasks it would give back.
+            await self.unregister()
 
     async def unregister(self) -> None:
+        self.offering = False
         _raise_first(await self.runner.run_many([handoff_io.unregister_waiter(q, self.rt.server_id)
                                                   for q in self.queues]))
         self._registered_until = 0.0

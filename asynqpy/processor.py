@@ -13,7 +13,7 @@ from typing import Any
 from asynqpy import tracing
 from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
-from asynqpy.fetch import Dequeued, Riders, dequeue_for, forget_dry
+from asynqpy.fetch import Dequeued, Offer, Riders, dequeue_for, forget_dry
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, HandlerNotFound, ServeMux
 from asynqpy.outcome import Outcome, call_hooks, task_outcome
@@ -71,6 +71,9 @@ class Processor:
         self.threads = HandlerThreads(self.cfg.concurrency, on_stuck=self._stuck_changed, stuck=rt.stuck)
         self.running = 0
         self._reserved = 0  # slots the dequeue in flight may fill: hand-off lanes must not take them meanwhile
+        # Tasks a hand-off lane received and has not started (or given back) yet: they are leased to this server
+        # already, and hold the slots it offered, so a fetch must leave them those slots.
+        self._claimed = 0
         self._fetched = asyncio.Event()
         self._fetched.set()
         self._stopping = asyncio.Event()
@@ -88,6 +91,7 @@ class Processor:
         self._idle.set()
         self._writes: set[asyncio.Task[None]] = set()
         self.handoff = HandoffListener(rt, self)
+        self._offer = Offer(rt.server_id, self.handoff.offering)
 
     def start(self) -> None:
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
@@ -119,16 +123,37 @@ class Processor:
         return self.stuck >= self.cfg.max_stuck_threads
 
     def wants_tasks(self) -> bool:
-        """True while fetching and a worker slot is free (not reserved by a dequeue in flight)."""
+        """True while fetching and a worker slot is free (not reserved by a dequeue in flight, nor held by a task
+        handed over that a lane is about to start)."""
         return (self._fetching and not self._paused and not self.too_many_stuck
-                and self.running + self._reserved < self.cfg.concurrency)
+                and self.running + self._reserved + self._claimed < self.cfg.concurrency)
 
     async def room_after_fetch(self) -> bool:
-        """wants_tasks(), once the dequeue in flight (if any) has started what it got: a hand-off lane that got a
-        task while the fetch had reserved the free slots asks this before giving the task back."""
+        """wants_tasks(), once the dequeue in flight (if any) has started what it got."""
         if self._reserved:
             await self._fetched.wait()
         return self.wants_tasks()
+
+    def claim_handed(self) -> None:
+        """A lane just received a task handed over: until it starts it (or gives it back, see room_for_handed and
+        unclaim_handed), fetches leave it its slot."""
+        self._claimed += 1
+
+    def unclaim_handed(self) -> None:
+        """The lane started its task (running counts it now) or gives it back (its slot is free again)."""
+        self._claimed -= 1
+        self._slot.set()  # the fetch loop looks again
+
+    async def room_for_handed(self) -> bool:
+        """True when a task a lane claimed may start now (then start_task at once, without an await between), once
+        the dequeue in flight (if any) has started what it got. That dequeue left the slot to the lane when its
+        script found the hand-off (see fetch.Offer); False means that the worker filled up otherwise (a dequeue
+        that ran before the hand-off, another lane, a pause or a stop): the lane gives its task back, the younger
+        one."""
+        if self._reserved:
+            await self._fetched.wait()
+        return (self._fetching and not self._paused and not self.too_many_stuck
+                and self.running + self._reserved < self.cfg.concurrency)
 
     async def wait_for_slot(self, timeout: float) -> None:
         """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""
@@ -173,7 +198,7 @@ class Processor:
             if lane and not self._busy.is_set():
                 await self._wait(self._busy, None)
                 continue
-            free = cfg.concurrency - self.running - self._reserved
+            free = cfg.concurrency - self.running - self._reserved - self._claimed
             if free <= 0 or self._paused or self.too_many_stuck:
                 self._slot.clear()
                 await self._wait(self._slot, None if free <= 0 else cfg.idle_poll_interval)
@@ -232,7 +257,7 @@ class Processor:
         try:
             return await dequeue_for(self.rt.runner, self.cfg, free,
                                      lease_expiry=time.time() + self.cfg.lease_duration, trouble=self.trouble,
-                                     riders=riders)
+                                     riders=riders, offer=self._offer)
         finally:
             if acks is not None and riders is not None:
                 if riders.results is None:

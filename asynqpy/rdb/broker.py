@@ -190,22 +190,30 @@ def _quads(raw: Sequence[bytes]) -> list[tuple[str, bytes, float | None, str | N
              raw[i + 3].decode() if raw[i + 3] else None) for i in range(0, len(raw), 4)]
 
 
-def dequeue_waited(q: str, *, lease_expiry: float,
-                   count: int) -> Call[list[tuple[str, bytes, float | None, str | None]]]:
+def dequeue_waited(q: str, *, lease_expiry: float, count: int, server_id: str | None = None,
+                   offered: bool = False) -> Call[list[tuple[str, bytes, float | None, str | None]]]:
     """dequeue_timed, with the limit each task waited on (see lua/_limits.lua). Reply: [(id, msg bytes,
-    pending_since Unix s or None, the limit's name or None when it did not wait)]."""
-    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
-                [due(lease_expiry), keys.task_prefix(q), count, "2"], _quads)
+    pending_since Unix s or None, the limit's name or None when it did not wait)].
+    server_id: the fetching server's: what enqueue scripts handed to it comes first; offered: its registration on
+    q stood as far as it knows (then the slot of a hand-off its lane took is left to the lane; see
+    lua/_dequeue.lua)."""
+    ks = [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)]
+    args: list[Any] = [due(lease_expiry), keys.task_prefix(q), count, "2"]
+    if server_id is not None:
+        ks += [keys.handoff(q, server_id), keys.waiters(q)]
+        args += [server_id, "1" if offered else "0"]
+    return Call(script("dequeue"), ks, args, _quads)
 
 
-def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float,
-                   count: int) -> Call[list[tuple[str, str, bytes, float | None, str | None]]]:
+def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float, count: int, server_id: str | None = None,
+                   offered: bool = False) -> Call[list[tuple[str, str, bytes, float | None, str | None]]]:
     """dequeue_timed from several queues in one call: each (queue, share) takes up to its share, in the order
     given, then what is left of count comes from the queues in that order again. Only where every queue's keys
     live on one node (not on a cluster: their hash tags differ). Each queue is named by its key prefix alone (the
-    script appends its keys' names), so a fetch over many queues sends two arguments per queue.
+    script appends its keys' names), so a fetch over many queues sends two arguments per queue. server_id, offered:
+    as dequeue_waited's, for every queue of the call (the script builds its hand-off list and waiters keys).
     Reply: [(queue, id, msg, pending_since or None, the limit the task waited on or None)]."""
-    args: list[Any] = [due(lease_expiry), count]
+    args: list[Any] = [due(lease_expiry), count, server_id or "", "1" if offered else "0"]
     for q, share in shares:
         args += [_queue_prefix(q), share]
     names = [q for q, _ in shares]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
@@ -238,3 +239,94 @@ def test_a_worker_behind_sentinel_gets_handed_tasks(redis_sentinel, r: redis.Red
         for k in primary.keys("asynq*"):
             primary.delete(k)
         primary.close()
+
+
+def test_a_fetch_takes_what_was_handed_to_its_server_before_any_pending_task(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 5})
+    handed = c.enqueue(Task("t", b"handed")).id  # to w1's hand-off list (its lane has not popped it yet)
+    later = c.enqueue(Task("t", b"later")).id  # no registration left: pending
+    run = SyncRunner(r)
+    expiry = time.time() + 120
+    # another server's fetch takes the pending one, never w1's
+    other = run.run(broker.dequeue_waited("default", lease_expiry=expiry, count=5, server_id="w2"))
+    assert [t[0] for t in other] == [later]
+    run.run(broker.requeue("default", later, now=time.time()))
+    [(tid, data, since, limit)] = run.run(broker.dequeue_waited("default", lease_expiry=expiry, count=1,
+                                                                server_id="w1"))
+    assert tid == handed and TaskMessage.FromString(data).payload == b"handed" and limit is None
+    assert since is not None and abs(since - time.time()) < 5  # it never waited in pending
+    assert r.zscore(keys.lease("default"), handed) == math.ceil(expiry)  # the fetch's lease from now on
+    assert not r.exists(keys.handoff("default", "w1"))
+    assert r.lrange(keys.pending("default"), 0, -1) == [later.encode()]
+    assert sorted(r.lrange(keys.active("default"), 0, -1)) == [handed.encode()]
+
+
+def test_a_fetch_leaves_its_lane_the_slot_of_a_hand_off_the_lane_took(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 5})
+    handed = c.enqueue(Task("t", b"handed")).id
+    later = c.enqueue(Task("t", b"later")).id
+    # w1's lane popped the task (its registration is consumed), and w1 has not started it yet
+    assert broker.parse_handoff(r.rpop(keys.handoff("default", "w1")))[0] == handed
+    run = SyncRunner(r)
+    expiry = time.time() + 60
+    # w1 believes its registration stood: the slot is its lane's, the fetch takes one task fewer
+    assert run.run(broker.dequeue_waited("default", lease_expiry=expiry, count=1, server_id="w1", offered=True)) == []
+    assert r.lrange(keys.pending("default"), 0, -1) == [later.encode()]
+    [(tid, *_)] = run.run(broker.dequeue_waited("default", lease_expiry=expiry, count=2, server_id="w1",
+                                                offered=True))
+    assert tid == later  # the other slot
+    run.run(broker.requeue("default", later, now=time.time()))
+    # not registered as far as w1 knows (withdrawn, or never): nothing is held for it
+    [(tid, *_)] = run.run(broker.dequeue_waited("default", lease_expiry=expiry, count=1, server_id="w1"))
+    assert tid == later
+    if not isinstance(r, RedisCluster):
+        run.run(broker.requeue("default", later, now=time.time()))
+        assert run.run(broker.dequeue_queues([("default", 1)], lease_expiry=expiry, count=1, server_id="w1",
+                                             offered=True)) == []
+        r.zadd(keys.waiters("default"), {"w1": time.time() + 5})  # it stands: the fetch may fill the slot
+        [(_, tid, *_)] = run.run(broker.dequeue_queues([("default", 1)], lease_expiry=expiry, count=1,
+                                                       server_id="w1", offered=True))
+        assert tid == later
+
+
+def test_a_fetch_of_several_queues_takes_the_handed_tasks_first(redis_url: str, r: redis.Redis) -> None:
+    if isinstance(r, RedisCluster):
+        pytest.skip("dequeue_queues runs where every queue lives on one node")
+    c = Client(redis_url)
+    c.enqueue(Task("t", b"a-old"), queue="a")
+    r.zadd(keys.waiters("b"), {"w1": time.time() + 5})
+    handed = c.enqueue(Task("t", b"b-handed"), queue="b").id
+    run = SyncRunner(r)
+    got = run.run(broker.dequeue_queues([("a", 0), ("b", 0)], lease_expiry=time.time() + 60, count=1,
+                                        server_id="w1"))
+    assert [(q, tid) for q, tid, *_ in got] == [("b", handed)]  # a strict order would have given a's first
+    assert r.llen(keys.pending("a")) == 1 and not r.exists(keys.handoff("b", "w1"))
+
+
+def test_a_task_handed_over_keeps_its_place_when_the_lane_cannot_pop(redis_url: str, r: redis.Redis) -> None:
+    if isinstance(r, RedisCluster):
+        pytest.skip("one ACL user on one server is enough")
+    # A real fault: the worker's user may not BLPOP, so its lane registers (a script) but never pops what
+    # producers hand it. The fetch takes what was handed over before the task enqueued after it, rather than
+    # running the later one first (and leaving the first in the hand-off list).
+    r.acl_setuser("worker", enabled=True, passwords=["+pw"], keys=["~*"], channels=["*"],
+                  commands=["+@all", "-blpop"])
+    u = urlsplit(redis_url)
+    url = urlunsplit(u._replace(netloc=f"worker:pw@{u.hostname}:{u.port}"))
+    mux = ServeMux()
+    ran: list[str] = []
+    mux.handle("t", lambda t: ran.append(t.payload.decode()))
+    c = Client(redis_url)
+    try:
+        with running(url, mux, concurrency=1, idle_poll_interval=0.2) as srv:
+            sid = srv.runtime.server_id  # type: ignore[union-attr]
+            wait_for(lambda: r.zscore(keys.waiters("default"), sid), what="the registration")
+            first = c.enqueue(Task("t", b"first")).id
+            assert r.hget(keys.task("default", first), "state") == b"active"  # handed to the worker
+            c.enqueue(Task("t", b"second"))
+            wait_for(lambda: len(ran) == 2, timeout=10, what="both tasks to run")
+        assert ran == ["first", "second"]
+    finally:
+        r.acl_deluser("worker")

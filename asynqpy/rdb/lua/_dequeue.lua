@@ -7,6 +7,14 @@
 -- q = {pending=, paused=, active=, lease=, prefix=} (the queue's keys and task key prefix; take() notes in q.open
 -- whether it is paused, asked once per script). Returns how many it
 -- started and whether it stopped short (paused, nothing more pending, or MAX_BLOCKED reached).
+-- q.box (optional): the fetching server's hand-off list of q. What an enqueue script handed to it there (already
+-- active and leased to it: see _handoff.lua) comes first, before any pending task, paused queue or not: such a
+-- task holds the slot the server offered, so a fetch that took a pending task instead would leave it no slot
+-- (it would go back to pending behind a task enqueued after it). Its lease is renewed to this fetch's expiry.
+-- q.waiters, q.me, q.offered: the queue's waiters, the server's id, and whether its registration stood as far as
+-- the server knows. When it did and is gone now while the list was empty, a hand-off consumed it and the
+-- server's lane popped the task already and is about to start it: take_handed() then says one slot is held
+-- (the caller takes one task fewer), so that the lane finds the slot it offered.
 -- An id whose hash is gone is dropped from active rather than handed out.
 -- With limits on the queue (see _limits.lua), the tasks waiting for a limit that now has room start first,
 -- and a pending task over its limit goes to that limit's wait list instead of starting (at most
@@ -26,7 +34,41 @@ local function start(q, id, key, msg, expiry, with_since, with_wait, tag, out)
   if with_wait then out[#out + 1] = f[2] or "" end
 end
 
+-- what an enqueue script handed to this server in q (see q.box above), its rows appended as start()'s; returns
+-- how many it took and how many slots its lane holds (1 when a hand-off was consumed and the lane popped it)
+local function take_handed(q, max, expiry, with_since, with_wait, tag, out)
+  local n = 0
+  local since, popped
+  -- read before popping: a script's first write lifts Redis's OOM refusal for the writes after it
+  while n < max and redis.call("LLEN", q.box) > 0 do
+    local item = redis.call("RPOP", q.box)  -- the oldest first (enqueue scripts LPUSH)
+    local colon = string.find(item, ":", 1, true)
+    local len = tonumber(string.sub(item, 1, colon - 1))
+    local id = string.sub(item, colon + 1, colon + len)
+    popped = true
+    if redis.call("ZSCORE", q.lease, id) then  -- (not when the recoverer took it back meanwhile)
+      redis.call("ZADD", q.lease, expiry, id)
+      if tag ~= nil then out[#out + 1] = tag end
+      out[#out + 1] = id
+      out[#out + 1] = string.sub(item, colon + len + 1)
+      since = since or clock("").ns  -- it never sat in pending: it waited for no one
+      if with_since then out[#out + 1] = since end
+      if with_wait then out[#out + 1] = "" end
+      n = n + 1
+    end
+  end
+  if not popped and q.offered and n < max and not redis.call("ZSCORE", q.waiters, q.me) then
+    return n, 1
+  end
+  return n, 0
+end
+
 local function take(q, max, expiry, with_since, with_wait, tag, out)
+  local handed, held = 0, 0
+  if q.box then
+    handed, held = take_handed(q, max, expiry, with_since, with_wait, tag, out)
+    max = max - held
+  end
   local lp = limits_prefix_of(q.pending)
   if q.open == nil then
     -- one EXISTS answers both questions in the common case (neither paused nor limited: 0); an idle worker
@@ -39,9 +81,9 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
     end
   end
   if not q.open then
-    return 0, true
+    return handed, true
   end
-  local n = 0
+  local n = handed
   local list = load_limits(lp)
   local now_ms  -- read (TIME) only when a task falls under a limit: an unlimited type does not pay for it
 

@@ -1,14 +1,18 @@
 -- dequeue: move up to N pending tasks to active, each with a lease, in one step (asynq's Dequeue, batched).
--- KEYS[1] pending   KEYS[2] paused   KEYS[3] active   KEYS[4] lease
+-- KEYS[1] pending   KEYS[2] paused   KEYS[3] active   KEYS[4] lease   (optional, with ARGV[5..6]) KEYS[5] the
+-- fetching server's hand-off list   KEYS[6] the waiters: what was handed to it comes first, and the slot of a
+-- hand-off its lane took is left to it (see _dequeue.lua)
 -- ARGV[1] lease expiry (Unix s)   ARGV[2] task key prefix   ARGV[3] max tasks
 -- ARGV[4] "1" to add each task's pending_since (ns string, '' when unset) after its msg (optional); "2" to add
 -- that and then the limit the task waited on (its limit_wait field: a limit's name, '' when it did not wait)
+-- ARGV[5] the fetching server's id   ARGV[6] "1" when its registration stood as far as it knows
 -- returns a flat list id1, msg1, id2, msg2, ... (id, msg, since triples with ARGV[4]; empty when paused or
 -- nothing is pending). The steps, limits included, are take() in _dequeue.lua.
 -- #include _clock.lua
 -- #include _limits.lua
 -- #include _dequeue.lua
 local out = {}
-take({pending = KEYS[1], paused = KEYS[2], active = KEYS[3], lease = KEYS[4], prefix = ARGV[2]},
+take({pending = KEYS[1], paused = KEYS[2], active = KEYS[3], lease = KEYS[4], prefix = ARGV[2], box = KEYS[5],
+      waiters = KEYS[6], me = ARGV[5], offered = ARGV[6] == "1"},
      tonumber(ARGV[3]), ARGV[1], ARGV[4] == "1" or ARGV[4] == "2", ARGV[4] == "2", nil, out)
 return out

@@ -1,9 +1,12 @@
 -- dequeue_queues: dequeue from several queues of one Redis node in one call: first each queue's share, in the
 -- order given, then what is left of max from the queues in that order again (strict priority: all shares 0).
--- ARGV[1] lease expiry (Unix s)   ARGV[2] max tasks in all   then per queue i: ARGV[1+2i] its key prefix
--- ("asynq:{q}:", rdb/keys.py queue_prefix), ARGV[2+2i] its share
+-- ARGV[1] lease expiry (Unix s)   ARGV[2] max tasks in all   ARGV[3] the fetching server's id ('' = none)
+-- ARGV[4] "1" when its registration stood as far as it knows   then per queue i: ARGV[3+2i] its key prefix
+-- ("asynq:{q}:", rdb/keys.py queue_prefix), ARGV[4+2i] its share
 -- No KEYS: each queue's keys are its prefix and their asynq names (pending, paused, active, lease, t:<id>), as
--- rdb/keys.py writes them; a fetch over 100 queues names each once, not four keys and a prefix.
+-- rdb/keys.py writes them; a fetch over 100 queues names each once, not four keys and a prefix. With a server
+-- id, what was handed to it (its hand-off list asynqpy:{q}:handoff:<id> of each queue) comes first, and the
+-- slots of hand-offs its lanes took (asynqpy:{q}:waiters) are left to them (see _dequeue.lua).
 -- returns a flat list of (queue index 1.., id, msg, pending_since ns string or '', the limit the task waited on
 -- or '') quintuples. The steps of one queue, limits included, are take() in _dequeue.lua; every key of a queue
 -- shares its hash tag and the queues differ, so this runs only where all the queues live on one node (not on a
@@ -15,10 +18,15 @@ local max = tonumber(ARGV[2])
 local out, n = {}, 0
 local queues, dry = {}, {}
 local flags, lps = {}, {}  -- every queue's paused, limits and limit waits keys; its limits prefix
-for i = 1, (#ARGV - 2) / 2 do
-  local p = ARGV[1 + 2 * i]
+local me = ARGV[3] ~= "" and ARGV[3] or nil
+for i = 1, (#ARGV - 4) / 2 do
+  local p = ARGV[3 + 2 * i]
   local q = {pending = p .. "pending", paused = p .. "paused", active = p .. "active", lease = p .. "lease",
              prefix = p .. "t:"}
+  if me then
+    local ours = "asynqpy" .. string.sub(p, 6)  -- "asynq:{q}:" -> "asynqpy:{q}:" (rdb/keys.py handoff, waiters)
+    q.box, q.waiters, q.me, q.offered = ours .. "handoff:" .. me, ours .. "waiters", me, ARGV[4] == "1"
+  end
   queues[i] = q
   local lp = limits_prefix_of(q.pending)
   lps[i] = lp
@@ -51,8 +59,19 @@ local function from(i, want)
   n = n + k
 end
 
+-- what was handed to this server, in every queue, before any share: those tasks hold the slots it offered
 for i = 1, #queues do
-  local share = math.min(tonumber(ARGV[2 + 2 * i]), max - n)
+  local q = queues[i]
+  if q.box and n < max then
+    local k, held = take_handed(q, max - n, ARGV[1], true, true, i, out)
+    n = n + k
+    max = max - held
+  end
+  q.box = nil
+end
+
+for i = 1, #queues do
+  local share = math.min(tonumber(ARGV[4 + 2 * i]), max - n)
   if share > 0 then
     from(i, share)
   end
