@@ -35,15 +35,19 @@ local function take(q, max, expiry, with_since, with_wait, out)
     return now_ms
   end
 
-  local function start(id, key, msg)
-    local f = with_since and redis.call("HMGET", key, "pending_since", "limit_wait")
+  -- f, o: when the caller read them already (with its msg), the task's pending_since and limit_wait are f[o + 1]
+  -- and f[o + 2]; else (f nil) they are read here
+  local function start(id, key, msg, f, o)
+    if with_since and not f then
+      f, o = redis.call("HMGET", key, "pending_since", "limit_wait"), 0
+    end
     redis.call("HSET", key, "state", "active")
     redis.call("HDEL", key, "pending_since", "limit_wait")
     redis.call("ZADD", q.lease, expiry, id)
     out[#out + 1] = id
     out[#out + 1] = msg
-    if with_since then out[#out + 1] = f[1] or "" end
-    if with_wait then out[#out + 1] = f[2] or "" end
+    if with_since then out[#out + 1] = f[o + 1] or "" end
+    if with_wait then out[#out + 1] = f[o + 2] or "" end
     n = n + 1
   end
 
@@ -96,7 +100,14 @@ local function take(q, max, expiry, with_since, with_wait, out)
       return n, true
     end
     local key = q.prefix .. id
-    local msg = redis.call("HGET", key, "msg")
+    -- the msg and, when wanted, the fields start() returns, in one call
+    local f = with_since and redis.call("HMGET", key, "msg", "pending_since", "limit_wait")
+    local msg
+    if f then
+      msg = f[1]
+    else
+      msg = redis.call("HGET", key, "msg")
+    end
     if not msg then
       redis.call("LREM", q.active, 1, id)
     else
@@ -113,7 +124,7 @@ local function take(q, max, expiry, with_since, with_wait, out)
           return n, true
         end
       else
-        start(id, key, msg)
+        start(id, key, msg, f, 1)
       end
     end
   end
