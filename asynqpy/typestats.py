@@ -78,9 +78,11 @@ class TypeStats:
                     else:
                         self._types.add(pair)
                 key = (pair[0], pair[1], minute)
-                c = self._groups.get(key)
-                if c is None:
+                found = self._groups.get(key)
+                if found is None:
                     c = self._groups[key] = [0] * len(FIELDS)
+                else:
+                    c = found
                 self._last = (o.queue, o.task_type, minute, c, self._groups)
             c[0] += 1
             if o.outcome in FAILED:
