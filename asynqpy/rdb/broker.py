@@ -194,8 +194,8 @@ def dequeue_waited(q: str, *, lease_expiry: float,
                    count: int) -> Call[list[tuple[str, bytes, float | None, str | None]]]:
     """dequeue_timed, with the limit each task waited on (see lua/_limits.lua). Reply: [(id, msg bytes,
     pending_since Unix s or None, the limit's name or None when it did not wait)]."""
-    return Call(script("dequeue"), [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)],
-                [due(lease_expiry), keys.task_prefix(q), count, "2"], _quads)
+    pending, paused, active, lease, prefix = _dequeue_keys(q)
+    return Call(script("dequeue"), [pending, paused, active, lease], [due(lease_expiry), prefix, count, "2"], _quads)
 
 
 def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float,
@@ -231,11 +231,18 @@ def _ids(raw: Sequence[bytes]) -> list[str]:
 
 def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call[list[str]]:
     """Delete finished tasks (id, unique key or '') and count them. Reply: the ids this worker no longer held."""
-    args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
-    for tid, ukey in items:
-        args += [tid, ukey]
-    return Call(script("done"), [keys.active(q), keys.lease(q), keys.processed_daily(q, now),
-                                 keys.processed_total(q)], args, _ids)
+    active, lease, total, prefix = _done_keys(q)
+    args: list[Any] = [int(now) + STATS_TTL, prefix]
+    for pair in items:
+        args += pair
+    return Call(script("done"), [active, lease, keys.processed_daily(q, now), total], args, _ids)
+
+
+@lru_cache(maxsize=1024)
+def _done_keys(q: str) -> tuple[str, str, str, str]:
+    """A queue's active, lease and all-time processed keys and its task key prefix (once per queue, not per
+    acknowledgement batch)."""
+    return keys.active(q), keys.lease(q), keys.processed_total(q), keys.task_prefix(q)
 
 
 def done_queues(batches: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, now: float) -> Call[list[str]]:
