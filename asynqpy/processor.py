@@ -329,17 +329,18 @@ class Processor:
 
     def _succeeded(self, at: ActiveTask) -> None:
         """The handler returned: the outcome hooks, then the acker (done, or completed with retention)."""
-        msg = at.msg
-        at.ended = ended = time.time()
+        msg, received = at.msg, at.received  # (the task's type and id read from the ReceivedTask: a message's
+        at.ended = ended = time.time()       # fields are decoded anew at each read)
         hooks = self.hooks
         if hooks:
-            call_hooks(hooks, task_outcome(at.queue, msg.type, msg.id, "success", at.started,
+            call_hooks(hooks, task_outcome(at.queue, received.type, received.id, "success", at.started,
                                            max(0.0, ended - at.started), at.wait, "", at.limit))
-        if msg.retention > 0:
+        retention = msg.retention
+        if retention > 0:
             msg.completed_at = int(ended)
-            self.acker.complete(at.queue, msg.id, ended + msg.retention, msg.SerializeToString(), msg.unique_key)
+            self.acker.complete(at.queue, received.id, ended + retention, msg.SerializeToString(), msg.unique_key)
         else:
-            self.acker.done(at.queue, msg.id, msg.unique_key)
+            self.acker.done(at.queue, received.id, msg.unique_key)
 
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg

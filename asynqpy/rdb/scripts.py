@@ -105,14 +105,20 @@ def _str_seg(s: str) -> bytes:
 
 
 def pack(call: Call[Any]) -> bytes:
-    """The EVALSHA of call in RESP, byte for byte what redis-py would send."""
-    parts = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys))]
-    for x in (*call.keys, *call.args):
+    """The EVALSHA of call in RESP, byte for byte what redis-py would send. The keys' segments come from a cache;
+    the arguments are mostly ids and times that would only pass through it."""
+    keys, args = call.keys, call.args
+    parts = [_head(call.script.sha, len(keys) + len(args), len(keys))]
+    for x in keys:
         if x.__class__ is str:
             parts.append(_str_seg(x))
         else:
             b = _arg(x)
             parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    for x in args:
+        cls = x.__class__
+        b = x.encode() if cls is str else x if cls is bytes else _arg(x)  # type: ignore[union-attr, assignment]
+        parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
     return b"".join(parts)
 
 
