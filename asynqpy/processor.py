@@ -49,10 +49,10 @@ def error_text(exc: BaseException) -> str:
 
 def task_deadline(msg: TaskMessage, now: float) -> float:
     """asynq's rule: min(now + timeout, deadline) of those set; 30 minutes when neither is."""
-    ends = [now + msg.timeout] if msg.timeout > 0 else []
-    if msg.deadline > 0:
-        ends.append(float(msg.deadline))
-    return min(ends) if ends else now + DEFAULT_DEADLINE
+    timeout, deadline = msg.timeout, msg.deadline  # (each read of a message's field decodes it anew)
+    if timeout > 0:
+        return float(deadline) if 0 < deadline < now + timeout else now + timeout
+    return float(deadline) if deadline > 0 else now + DEFAULT_DEADLINE
 
 
 class Processor:
@@ -215,7 +215,7 @@ class Processor:
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since, limit in got:
                 try:
-                    self._start(q, tid, data, max(0.0, now - since) if since else None, limit)
+                    self._start(q, tid, data, (now - since if now > since else 0.0) if since else None, limit)
                 except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
                     log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
 
@@ -256,7 +256,7 @@ class Processor:
             log.error("processor: task %s in queue %s is not a valid message; archiving it", tid, q)
             self._write(broker.archive(q, tid, data, now=now, note=str(exc)), what="archive malformed", task_id=tid)
             return
-        deadline = task_deadline(msg, now) if msg.timeout or msg.deadline else now + DEFAULT_DEADLINE
+        deadline = task_deadline(msg, now)
         received = ReceivedTask(msg, deadline=deadline, writer=self._write_result)
         at = ActiveTask(q, msg, received, now, deadline, now + self._start_lease, wait=wait, limit=limit)
         self.rt.active[tid] = at
@@ -333,8 +333,9 @@ class Processor:
         at.ended = ended = time.time()       # fields are decoded anew at each read)
         hooks = self.hooks
         if hooks:
-            call_hooks(hooks, task_outcome(at.queue, received.type, received.id, "success", at.started,
-                                           max(0.0, ended - at.started), at.wait, "", at.limit))
+            started = at.started
+            call_hooks(hooks, task_outcome(at.queue, received.type, received.id, "success", started,
+                                           ended - started if ended > started else 0.0, at.wait, "", at.limit))
         retention = msg.retention
         if retention > 0:
             msg.completed_at = int(ended)

@@ -118,8 +118,12 @@ def pack(call: Call[Any]) -> bytes:
     for x in args:
         cls = x.__class__
         b = x.encode() if cls is str else x if cls is bytes else _arg(x)  # type: ignore[union-attr, assignment]
-        parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        n = len(b)
+        parts += (_LENGTHS[n] if n < 512 else b"$%d\r\n" % n, b, b"\r\n")
     return b"".join(parts)
+
+
+_LENGTHS = [b"$%d\r\n" % n for n in range(512)]  # the head of a bulk string of n bytes
 
 
 def as_eval(packed: bytes, sc: Script) -> bytes:
