@@ -17,10 +17,12 @@ from typing import Any
 
 from asynqpy import demo as demo_app
 from asynqpy.activity import Activity
+from asynqpy.connection import connect
 from asynqpy.devstate import StateDir, StateDirBusy
 from asynqpy.embedded import EmbeddedServer, answers, free_port, port_is_free, stop_orphan
 from asynqpy.errors import AsynqError, UsageError
 from asynqpy.plugins import DevContext, dev_addons
+from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.server import Server
 from asynqpy.terminal import say
 
@@ -129,13 +131,11 @@ def _redis(args: argparse.Namespace, state: StateDir, cleanup: contextlib.ExitSt
 
 def _key_count(url: str) -> int:
     """How many keys the server just started with (what earlier runs kept)."""
-    import redis
-
-    conn = redis.Redis.from_url(url)
+    door = SyncDoor(connect(url), url)
     try:
-        return int(conn.dbsize())
+        return int(door.command("DBSIZE"))
     finally:
-        conn.close()
+        door.close()
 
 
 def _neighbour(state: StateDir, redis_only: bool) -> list[str]:

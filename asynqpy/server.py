@@ -24,6 +24,7 @@ from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
 from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient, reaching
 from asynqpy.rdb.flow import apply_defaults
+from asynqpy.rdb.ping import ping
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
 from asynqpy.subscriber import Subscriber
@@ -151,8 +152,8 @@ class Server:
             {"outcome_hooks": (*self.config.outcome_hooks, stats.observe)})
         rt = self.runtime = Runtime(config, self.redis_url)
         try:
+            await ping(rt.aredis, self.redis_url)
             with reaching(self.redis_url):
-                await rt.aredis.ping()
                 # flow control (asynqpy/limits.py): code defaults, then each queue's copy of the fleet's limits
                 await asyncio.to_thread(apply_defaults, rt.sredis, self.config.limits, self.config.queues)
         except BaseException:

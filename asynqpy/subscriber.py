@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from asynqpy.loop import Loop
 from asynqpy.rdb import keys
+from asynqpy.rdb.subscription import Subscription
 from asynqpy.runtime import Runtime
 
 
@@ -24,21 +25,18 @@ class Subscriber(Loop):
         self.queues = {q.encode() for q in rt.config.queues}
 
     async def run_once(self) -> float | None:
-        ps = self.rt.aredis.pubsub(ignore_subscribe_messages=True)
-        try:
-            await ps.subscribe(keys.CANCEL_CHANNEL, keys.WAKE_CHANNEL)
+        async with Subscription(self.rt.aredis) as sub:
+            await sub.subscribe(keys.CANCEL_CHANNEL, keys.WAKE_CHANNEL)
             self.trouble.ok()  # the pass goes on while subscribed: being subscribed again ends the trouble
             self.wake_workers()
             while not self.stopping:
-                m = await ps.get_message(ignore_subscribe_messages=True, timeout=0.5)
+                m = await sub.next(timeout=0.5)
                 if m is None:
                     continue
-                channel, data = m["channel"], m["data"]
+                channel, data = m
                 if channel == keys.WAKE_CHANNEL.encode():
                     if data in self.queues:
                         self.wake_workers()
                 elif isinstance(data, bytes):
                     self.cancel(data.decode(errors="replace"))
-        finally:
-            await ps.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
         return 0

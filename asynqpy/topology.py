@@ -1,6 +1,10 @@
 """Local multi-node setups on loopback from the same server binary as the embedded one: a Redis Cluster
 (primaries, optional replicas) and a Sentinel group (a primary, replicas, Sentinels). For tests, benchmarks
-and trying things out; each node gets its own directory, removed on stop."""
+and trying things out; each node gets its own directory, removed on stop.
+
+What the nodes are asked goes through asynqpy.rdb.topology_io (NodeDoor): a node that cannot be reached, or that
+refuses a command, raises asynqpy's RedisUnavailableError (its kind's subclass) or RedisCommandError, never a
+redis-py exception; a group that does not settle in time raises RuntimeError."""
 
 from __future__ import annotations
 
@@ -14,9 +18,8 @@ import time
 from pathlib import Path
 from typing import Self
 
-import redis
-
 from asynqpy.embedded import _answers_ping, port_is_free, server_binary, stop_process
+from asynqpy.rdb.topology_io import NodeDoor
 
 NODE_TIMEOUT_MS = 2000  # cluster-node-timeout: how soon a cluster notices a dead node
 
@@ -45,10 +48,6 @@ def _online_replicas(info: dict[str, object]) -> int:
     """Replicas past their initial sync (state=online) in an INFO replication reply."""
     return sum(1 for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
                and v.get("state") == "online")
-
-
-def _text(v: object) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 class _Node:
@@ -99,8 +98,9 @@ class _Node:
             time.sleep(0.02)
         raise RuntimeError(f"server on {self.addr} did not answer within {timeout}s")
 
-    def client(self) -> redis.Redis:
-        return redis.Redis(self.host, self.port, socket_timeout=5)
+    def door(self, timeout: float = 5.0) -> NodeDoor:
+        """This node's commands (asynqpy.rdb.topology_io), on a client of its own: use it in a `with` block."""
+        return NodeDoor(self.host, self.port, timeout=timeout)
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -168,9 +168,8 @@ class LocalCluster(_Group):
         while time.monotonic() < deadline:
             states = []
             for n in self.nodes:
-                with n.client() as c:
-                    info = c.execute_command("CLUSTER", "INFO").decode()
-                    states.append("cluster_state:ok" in info)
+                with n.door() as d:
+                    states.append("cluster_state:ok" in d.cluster_info())
             if all(states):
                 return
             time.sleep(0.05)
@@ -182,8 +181,8 @@ class LocalCluster(_Group):
 
     def primaries(self) -> list[str]:
         """host:port of the current primaries."""
-        with self.nodes[0].client() as c:
-            raw = c.execute_command("CLUSTER", "NODES").decode()
+        with self.nodes[0].door() as d:
+            raw = d.cluster_nodes()
         out = []
         for line in raw.splitlines():
             parts = line.split()
@@ -194,8 +193,8 @@ class LocalCluster(_Group):
     def flushall(self) -> None:
         for addr in self.primaries():
             host, _, port = addr.rpartition(":")
-            with redis.Redis(host, int(port)) as c:
-                c.flushall()
+            with NodeDoor(host, int(port)) as d:
+                d.flushall()
 
 
 class LocalSentinel(_Group):
@@ -232,8 +231,8 @@ class LocalSentinel(_Group):
             for n in self.nodes:
                 n.wait()
             for sn in self.sentinels:  # look at nodes every second, not every 10 s: failovers settle faster
-                with sn.client() as c:
-                    c.execute_command("SENTINEL", "DEBUG", "INFO-PERIOD", "1000")
+                with sn.door() as d:
+                    d.sentinel_info_period(1000)
             self._wait_ready(timeout)
         except BaseException:
             self.stop()
@@ -246,13 +245,13 @@ class LocalSentinel(_Group):
         while time.monotonic() < deadline:
             ok = True
             for s in self.sentinels:
-                with s.client() as c:
-                    m = c.sentinel_master(self.service)
+                with s.door() as d:
+                    m = d.sentinel_master(self.service)
                     if int(m.get("num-slaves", 0)) < self.n_replicas or \
                             int(m.get("num-other-sentinels", 0)) < self.n_sentinels - 1:
                         ok = False
-            with self.data[0].client() as c:
-                if _online_replicas(c.info("replication")) < self.n_replicas:
+            with self.data[0].door() as d:
+                if _online_replicas(d.replication()) < self.n_replicas:
                     ok = False
             if ok:
                 return
@@ -264,31 +263,37 @@ class LocalSentinel(_Group):
         return f"redis+sentinel://{','.join(s.addr for s in self.sentinels)}/{self.service}/0"
 
     def primary_addr(self) -> tuple[str, int]:
-        with self.sentinels[0].client() as c:
-            host, port = c.sentinel_get_master_addr_by_name(self.service)
-        return _text(host), int(port)
+        """(host, port) of the primary the first Sentinel names. Raises RuntimeError when it does not monitor the
+        service, asynqpy's RedisUnavailableError when it cannot be reached."""
+        with self.sentinels[0].door() as d:
+            return self._named(d)
+
+    def _named(self, sentinel: NodeDoor) -> tuple[str, int]:
+        addr = sentinel.sentinel_primary(self.service)
+        if addr is None:
+            raise RuntimeError(f"the Sentinel at {sentinel.url} does not monitor {self.service!r}")
+        return addr
 
     def _named_primaries(self) -> set[tuple[str, int]]:
         """The primary each Sentinel names now (one address once they agree)."""
         addrs = set()
         for s in self.sentinels:
-            with s.client() as c:
-                host, port = c.sentinel_get_master_addr_by_name(self.service)
-                addrs.add((_text(host), int(port)))
+            with s.door() as d:
+                addrs.add(self._named(d))
         return addrs
 
     def failover(self, timeout: float = 20.0) -> tuple[str, int]:
         """SENTINEL FAILOVER, then wait until every Sentinel names the new primary and it accepts writes."""
         old = self.primary_addr()
-        with self.sentinels[0].client() as c:
-            c.execute_command("SENTINEL", "FAILOVER", self.service)
+        with self.sentinels[0].door() as d:
+            d.sentinel_failover(self.service)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             addrs = self._named_primaries()
             if len(addrs) == 1 and old not in addrs:
                 new = addrs.pop()
-                with redis.Redis(*new, socket_timeout=2) as c:
-                    if c.info("replication").get("role") == "master":
+                with NodeDoor(*new, timeout=2) as d:
+                    if d.replication().get("role") == "master":
                         return new
             time.sleep(0.05)
         raise RuntimeError("failover did not complete")
@@ -303,8 +308,8 @@ class LocalSentinel(_Group):
         replica = next(n for n in self.data if n is not primary)
         os.kill(replica.proc.pid, signal.SIGSTOP)
         try:
-            with primary.client() as c:  # cut the link: what the primary takes from now on stays there
-                c.client_kill_filter(_type="replica")
+            with primary.door() as d:  # cut the link: what the primary takes from now on stays there
+                d.kill_replica_links()
             time.sleep(lag)
             primary.proc.kill()
             primary.proc.wait(5)
@@ -314,8 +319,8 @@ class LocalSentinel(_Group):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._named_primaries() == {new}:
-                with replica.client() as c:
-                    if c.info("replication").get("role") == "master":
+                with replica.door() as d:
+                    if d.replication().get("role") == "master":
                         primary.restart_as_replica_of(*new)
                         return new
             time.sleep(0.05)
@@ -325,13 +330,13 @@ class LocalSentinel(_Group):
         """Until the current primary has all its replicas connected again (after a failover)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with redis.Redis(*self.primary_addr(), socket_timeout=2) as c:
-                info = c.info("replication")
+            with NodeDoor(*self.primary_addr(), timeout=2) as d:
+                info = d.replication()
                 if info.get("role") == "master" and _online_replicas(info) >= self.n_replicas:
                     return
             time.sleep(0.1)
         raise RuntimeError("replicas did not reconnect after the failover")
 
     def flushall(self) -> None:
-        with redis.Redis(*self.primary_addr()) as c:
-            c.flushall()
+        with NodeDoor(*self.primary_addr()) as d:
+            d.flushall()

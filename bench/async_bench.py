@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis
 
 from asynqpy import AsyncClient, Task
+from bench.common import bench_redis
 
 COROUTINES = 100
 
@@ -107,15 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=20000)
     ap.add_argument("--redis-url", default=None, help="an empty database (it is flushed between lines)")
     args = ap.parse_args(argv)
-    server = None
-    if args.redis_url:
-        url = args.redis_url
-    else:
-        from asynqpy.embedded import EmbeddedServer
-
-        server = EmbeddedServer().start()
-        url = server.url
-    try:
+    with bench_redis(args.redis_url) as url:
         r = redis.Redis.from_url(url)
         for pattern in PATTERNS:
             for label, fields in OPTIONS.items():
@@ -126,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
         r.flushdb()
         for pattern in PATTERNS:
             print(f"asyncio alone, {pattern:9} {asyncio_cost(pattern, args.tasks):6.1f} us/task", flush=True)
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -20,7 +20,7 @@ import time
 
 import redis
 
-from asynqpy.embedded import EmbeddedServer
+from bench.common import bench_redis
 from tests.core.skewapp import enqueued_key, started_key
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -76,12 +76,7 @@ def main() -> None:
     a = ap.parse_args()
     if not os.path.exists(LIBFAKETIME):
         raise SystemExit("faketime is missing: apt-get install -y faketime")
-    server = None
-    url = a.redis_url
-    if url is None:
-        server = EmbeddedServer().start()
-        url = server.url
-    try:
+    with bench_redis(a.redis_url) as url:
         print(f"{'case':<22} {'started':>7} {'min s':>8} {'median s':>9} {'max s':>8}")
         for skew in (float(s) for s in a.skews.split(",")):
             for who, ws, ps in (("worker", skew, 0.0), ("producer", 0.0, skew)):
@@ -94,9 +89,6 @@ def main() -> None:
                           f"{max(late):>8.3f}")
                 else:
                     print(f"{name:<22} {0:>4}/{a.tasks:<2}  none started")
-    finally:
-        if server is not None:
-            server.stop()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ if __name__ == "__main__":
 
 import redis  # noqa: E402
 
+from bench.common import bench_redis  # noqa: E402
+
 QUEUES = ("critical", "default", "low")
 MUX = '''from asynqpy import ServeMux
 mux = ServeMux()
@@ -92,22 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--redis-url", help="an empty database to use (default: a private Valkey)")
     args = ap.parse_args(argv)
-    server = None
-    url = args.redis_url
-    if url is None:
-        from asynqpy.embedded import EmbeddedServer
-
-        server = EmbeddedServer().start()
-        url = server.url
-    try:
+    with bench_redis(args.redis_url) as url:
         for lib in [x for x in args.libs.split(",") if x]:
             redis.Redis.from_url(url).flushdb()
             res = measure(lib, url, seconds=args.seconds)
             cmds = ", ".join(f"{k} {v:g}" for k, v in res["commands"].items())
             print(f"{lib}: {res['per_second']:g} commands/s idle ({cmds})")
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -29,10 +29,10 @@ from contextlib import contextmanager
 import redis
 
 from asynqpy import Client, Limit, ReceivedTask, ServeMux, Server, Task
-from asynqpy.embedded import EmbeddedServer
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.flow import limits, remove_limit, set_limit
 from asynqpy.rdb.scripts import SyncRunner
+from bench.common import alternated, bench_redis
 
 GOAL = 0.05  # the goal: an unlimited queue drains under 5 % slower with limits defined
 mux = ServeMux()
@@ -179,7 +179,7 @@ def run(url: str, args: argparse.Namespace) -> bool:
     deq: dict[tuple[int, bool], list[float]] = {s: [] for s in SETTINGS}
     hand: dict[tuple[int, bool], list[float]] = {s: [] for s in SETTINGS}
     for i in range(args.script_rounds):
-        for s in (SETTINGS if i % 2 == 0 else SETTINGS[::-1]):  # alternating order: the machine's load drifts
+        for s in alternated(SETTINGS, i):  # alternating order: the machine's load drifts
             deq[s].append(dequeue_cost(r, run, setting_queue(s), args.calls))
             hand[s].append(handoff_cost(r, client, setting_queue(s), args.calls // 4))
     print(f"server-side script time, usec per call (INFO commandstats), {args.script_rounds} alternating rounds:")
@@ -195,7 +195,7 @@ def run(url: str, args: argparse.Namespace) -> bool:
     with worker(url):
         drain_round(r, client, args.tasks, 0)  # warm-up: scripts loaded, connections made
         for i in range(args.pairs):
-            for a in (arms if i % 2 == 0 else arms[::-1]):
+            for a in alternated(arms, i):
                 rows[a].append(drain_round(r, client, args.tasks, a))
     print(f"drain of an unlimited type, {args.pairs} alternating rounds of {args.tasks} no-op tasks each way, "
           f"one in-process worker of concurrency 10 (median [quartiles]):")
@@ -233,11 +233,8 @@ def main() -> None:
     ap.add_argument("--drain-limits", type=lambda s: [int(x) for x in s.split(",")], default=[100],
                     help="limit counts to drain beside none, comma-separated (default 100)")
     args = ap.parse_args()
-    if args.url:
-        ok = run(args.url, args)
-    else:
-        with EmbeddedServer() as srv:
-            ok = run(srv.url, args)
+    with bench_redis(args.url) as url:
+        ok = run(url, args)
     raise SystemExit(0 if ok else 1)
 
 

@@ -36,6 +36,7 @@ if __name__ == "__main__":
 import redis  # noqa: E402
 
 from bench.adapters.base import pickup_schedule  # noqa: E402
+from bench.common import bench_redis  # noqa: E402
 
 KEY_OUT = "probe:out"
 KEY_READY = "probe:ready"
@@ -279,16 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         (asynqpy_worker if args.worker == "asynqpy" else bare_worker)(args.redis_url)
         return 0
-    server = None
-    url = args.redis_url
-    if url is None:
-        from asynqpy.embedded import EmbeddedServer
-
-        server = EmbeddedServer().start()
-        url = server.url
     logs = ROOT / "bench" / "results" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    try:
+    with bench_redis(args.redis_url) as url:
         for i in range(args.rounds):
             print(f"round {i + 1}, load average {os.getloadavg()[0]:.2f} (ms, p50 / p99)")
             if args.samples:
@@ -303,9 +297,6 @@ def main(argv: list[str] | None = None) -> int:
                 n = late.pop("passes")[0]
                 print(f"  delayed (ms after due; {n:.0f} forwarder passes) "
                       + "  ".join(f"{k} {pct(v, 50) * 1e3:.2f} / {pct(v, 99) * 1e3:.2f}" for k, v in late.items()))
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

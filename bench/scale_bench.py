@@ -37,6 +37,7 @@ import redis  # noqa: E402
 
 from asynqpy import Client, ReceivedTask, ServeMux, Server, Task  # noqa: E402
 from bench.adapters.base import ENV_URL, WorkerProcess, redis_url  # noqa: E402
+from bench.common import alternated  # noqa: E402
 
 CONCURRENCY = 10  # as bench/adapters/asynqpy_adapter.py
 PATTERN = "scale:"
@@ -344,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = [(label, root, s) for s in SHAPES for label, root in variants]
             for rnd in range(args.rounds):
                 got: dict[str, tuple[float, float]] = {}
-                for label, root, s in (runs if rnd % 2 == 0 else list(reversed(runs))):
+                for label, root, s in alternated(runs, rnd):
                     got[label + s.name] = d.drain_rate(s, args.tasks, root)
                 for label, _ in variants:
                     for s in SHAPES:

@@ -14,7 +14,7 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, mask_url
 from asynqpy.limits import Limit, Usage
 from asynqpy.options import check_int
-from asynqpy.rdb import flow, keys
+from asynqpy.rdb import flow
 from asynqpy.rdb.failures import reaching, url_of
 from asynqpy.rdb.syncdoor import SyncDoor
 from asynqpy.task import TaskState
@@ -137,16 +137,6 @@ class Inspector:
         check_queue_name(queue)
         with reaching(self.url):
             return flow.queue_limit(self.door.client, queue)
-
-    def enqueue_refusals(self, queues: Sequence[str]) -> dict[str, int]:
-        """Enqueues refused so far by each queue's backpressure limit, in one round trip."""
-        rows = self.door.read(lambda b: [b.command("GET", keys.queue_refused(q)) for q in queues])
-        return {q: int(n or 0) for q, n in zip(queues, rows, strict=True)}
-
-    def limit_waits(self, queues: Sequence[str]) -> dict[tuple[str, str], int]:
-        """(queue, limit) -> times a task was held back by that limit, in one round trip."""
-        rows = self.door.read(lambda b: [b.command("HGETALL", keys.limit_waits(q)) for q in queues])
-        return {(q, k.decode()): int(v) for q, row in zip(queues, rows, strict=True) for k, v in row.items()}
 
     def clear_queue_limit(self, queue: str) -> bool:
         check_queue_name(queue)

@@ -33,7 +33,8 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError, QueueFullError
 from asynqpy.rdb import broker, keys, state
 from asynqpy.rdb import clock as redis_clock
-from asynqpy.rdb.failures import Degraded, TroubleLog, reaching
+from asynqpy.rdb.failures import Degraded, TroubleLog
+from asynqpy.rdb.ping import ping
 from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
 from asynqpy.task import Task
@@ -215,8 +216,7 @@ class Scheduler:
         conn = self._conn or aconnect(url)
         runner = AsyncRunner(conn)
         try:
-            with reaching(url):
-                await conn.ping()
+            await ping(conn, url)
             await self._sync_clock(runner)
             now = self.clock.now()
             for e in self._snapshot():

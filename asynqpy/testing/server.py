@@ -13,10 +13,10 @@ import os
 from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import redis
-
+from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
-from asynqpy.errors import mask_url
+from asynqpy.errors import RedisUnavailableError, mask_url
+from asynqpy.rdb.syncdoor import SyncDoor
 
 TEST_URL_ENV = "ASYNQPY_TEST_REDIS_URL"
 TEST_DB = 15
@@ -38,19 +38,19 @@ def db15_url(url: str) -> str:
 
 def check_owned(url: str) -> None:
     """Raise ForeignDataError unless the database at url is empty or holds the tests' marker."""
-    r = redis.Redis.from_url(url)
+    door = SyncDoor(connect(url), url)
     try:
-        n = r.dbsize()
-        if n and not r.exists(MARKER):
+        n = int(door.command("DBSIZE"))
+        if n and not door.command("EXISTS", MARKER):
             raise ForeignDataError(
                 f"{TEST_URL_ENV} names a server whose db {TEST_DB} holds {n} keys the tests did not write "
                 f"({mask_url(url)}). The tests flush db {TEST_DB}, so they refuse to run: empty it yourself if "
                 f"its data is disposable (e.g. left by a killed test run: redis-cli -n {TEST_DB} FLUSHDB), or "
                 f"point {TEST_URL_ENV} at another server.")
-    except redis.ConnectionError as exc:
-        raise ForeignDataError(f"{TEST_URL_ENV}={mask_url(url)}: cannot reach that server: {exc}") from exc
+    except RedisUnavailableError as exc:
+        raise ForeignDataError(f"{TEST_URL_ENV}={mask_url(url)}: cannot reach that server: {exc.reason}") from exc
     finally:
-        r.close()
+        door.close()
 
 
 @contextlib.contextmanager
@@ -73,11 +73,11 @@ def session_server() -> Iterator[str]:
 @contextlib.contextmanager
 def clean_db(url: str) -> Iterator[str]:
     """url's database flushed before and after the block (only that database), the marker left after."""
-    r = redis.Redis.from_url(url)
-    r.flushdb()
+    door = SyncDoor(connect(url), url)
+    door.command("FLUSHDB")
     try:
         yield url
     finally:
-        r.flushdb()
-        r.set(MARKER, "the asynqpy tests flush this database")
-        r.close()
+        door.command("FLUSHDB")
+        door.command("SET", MARKER, "the asynqpy tests flush this database")
+        door.close()

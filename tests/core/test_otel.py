@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -23,21 +23,11 @@ from asynqpy.scheduler import Scheduler
 from asynqpy.testing import TestWorker
 from asynqpy.wire import decode_task_message
 from tests.helpers import wait_for
+from tests.otelkit import spans
+
+__all__ = ["spans"]  # a fixture
 
 Worker = Callable[..., TestWorker]
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    otel.instrument(tracer_provider=provider)
-    try:
-        yield exporter
-    finally:
-        otel.uninstrument()
-        provider.shutdown()
 
 
 def stored_headers(url: str, queue: str, task_id: str) -> dict[str, str]:

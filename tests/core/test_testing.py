@@ -15,8 +15,9 @@ import pytest
 import redis
 
 from asynqpy import Client, ReceivedTask, RevokeTask, ServeMux, SkipRetry, Task
-from asynqpy.embedded import EmbeddedServer
+from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.testing import DrainTimeout, TestWorker, run_task, run_task_async
+from asynqpy.testing.server import ForeignDataError, check_owned
 
 REPO = Path(__file__).resolve().parents[2]
 Worker = Callable[..., TestWorker]
@@ -217,3 +218,11 @@ def test_a_users_project_is_refused_a_test_database_holding_foreign_keys(tmp_pat
         assert out.returncode == 0, out.stdout + out.stderr
         assert db15.keys("*") == [b"asynqpy:tests:owned"]
         db15.close()
+
+
+def test_a_test_server_that_cannot_be_reached_is_refused_saying_so() -> None:
+    url = f"redis://:secret@127.0.0.1:{free_port()}/15"
+    with pytest.raises(ForeignDataError, match=r"ASYNQPY_TEST_REDIS_URL=redis://:\*\*\*@127\.0\.0\.1:\d+/15: "
+                                               r"cannot reach that server: ") as info:
+        check_owned(url)
+    assert "secret" not in str(info.value)

@@ -26,6 +26,11 @@ RESUME = 5.0
 RESUME_LOOPS = 10.0
 CALLERS = ("client", "async_client", "inspector", "cli", "dashboard_page", "dashboard_action",
            "dashboard_metrics", "exporter")
+# What a fault module takes with `from tests.faults.checks import *`: pytest collects them there, on that module's
+# `outcome` fixture.
+__all__ = ["test_caller_fails_clearly_and_resumes", "test_no_process_dies", "test_scheduler_resumes",
+           "test_worker_leaves_none_active", "test_worker_loses_no_task", "test_worker_resumes_without_a_restart",
+           "test_worker_runs_none_twice_but_in_flight_ones"]
 
 
 @pytest.mark.parametrize("component", CALLERS)

@@ -6,37 +6,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from asynqpy import Client, ServeMux, Task, otel
+from asynqpy import Client, ServeMux, Task
 from asynqpy.testing import TestWorker
+from tests.otelkit import spans
 
 from .goasynq import build_gootel, built_or_skip, redis_args
+
+__all__ = ["spans"]  # a fixture
 
 
 @pytest.fixture(scope="module")
 def gootel() -> Path:
     return built_or_skip(build_gootel, "Go trace peer (asynq v0.26 + OpenTelemetry)")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    otel.instrument(tracer_provider=provider)
-    try:
-        yield exporter
-    finally:
-        otel.uninstrument()
-        provider.shutdown()
 
 
 def run_go(binary: Path, redis_url: str, *args: str) -> dict[str, str]:

@@ -8,19 +8,18 @@ import contextlib
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from werkzeug.serving import make_server
 
 from asynqpy import Client, Task
 from asynqpy.embedded import free_port
 from tests.helpers import wait_for
 from tests.metrics.scrape import Samples, get, scrape, value
 from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
-from tests.webui.authkit import make_app, users_path
+from tests.webui.authkit import users_path
+from tests.webui.livekit import live_app
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
 
@@ -46,16 +45,8 @@ def exporter(fault_url: str) -> Iterator[str]:
 @pytest.fixture
 def dashboard(fault_url: str, users_path: Path) -> Iterator[str]:
     """The dashboard app (its /metrics blueprint) on the fault server, served over real HTTP."""
-    app = make_app(fault_url, users_path, METRICS_MAX_AGE=0)
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_port}/metrics"
-    finally:
-        srv.shutdown()
-        t.join(5)
-        app.extensions["asynqpy.inspector"].close()
+    with live_app(fault_url, users_path, METRICS_MAX_AGE=0) as base:
+        yield base + "/metrics"
 
 
 def _answers(base: str) -> bool:

@@ -59,7 +59,7 @@ def test_durable_enqueue_on_sentinel_is_confirmed(redis_sentinel: LocalSentinel)
     with redis.Redis(*redis_sentinel.primary_addr()) as primary:
         assert primary.llen(keys.pending("default")) == 2
     replica = next(n for n in redis_sentinel.data if (n.host, n.port) != redis_sentinel.primary_addr())
-    with replica.client() as rc:  # WAIT returned: the replica has both already
+    with redis.Redis(replica.host, replica.port) as rc:  # WAIT returned: the replica has both already
         assert rc.exists(keys.task("default", info.id), keys.task("default", "async-durable")) == 2
     c.close()
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from webui import create_app
-from webui.users import create_user
+from webui.users import UsersFile, create_user
 
 PASSWORDS = {"vera": "viewer-pass-1", "otto": "operator-pass-1", "ada": "admin-pass-1"}
 ROLES = {"vera": "viewer", "otto": "operator", "ada": "admin"}
@@ -30,6 +31,14 @@ def users_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def queue_roles_file(path: Path, users: Mapping[str, tuple[str, Mapping[str, str]]], password: str) -> Path:
+    """A users file at path for per-queue role tests: {name: (role, {queue pattern: role})}, one password for all."""
+    f = UsersFile(path)
+    for name, (role, queues) in users.items():
+        f.add(name, role, password, queue_roles=queues)
+    return path
+
+
 def make_app(redis_url: str, users_path: Path, **config: Any) -> Flask:
     """An app on the test database; each app has an audit directory of its own (key, anchor, spill file), as
     each test has a database of its own."""
@@ -39,11 +48,20 @@ def make_app(redis_url: str, users_path: Path, **config: Any) -> Flask:
     return create_app({**base, **config})
 
 
+@contextmanager
+def app_on(redis_url: str, users_path: Path, **config: Any) -> Iterator[Flask]:
+    """make_app(...) until the block ends, then its inspector closed."""
+    a = make_app(redis_url, users_path, **config)
+    try:
+        yield a
+    finally:
+        a.extensions["asynqpy.inspector"].close()
+
+
 @pytest.fixture
 def app(redis_url: str, users_path: Path) -> Iterator[Flask]:
-    a = make_app(redis_url, users_path)
-    yield a
-    a.extensions["asynqpy.inspector"].close()
+    with app_on(redis_url, users_path) as a:
+        yield a
 
 
 @pytest.fixture

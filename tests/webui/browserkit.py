@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.webui.authkit import PASSWORDS
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
@@ -135,6 +137,16 @@ def expect(actual: Remote, *args: Any, **kwargs: Any) -> Any:
     if not isinstance(actual, Remote):
         raise TypeError(f"expect() takes a page, locator or response from the browser fixture, not {actual!r}")
     return actual._owner.invoke(playwright_expect, actual, *args, **kwargs)
+
+
+def sign_in(page: Remote, base: str, name: str, password: str | None = None) -> None:
+    """Log in through the login form as a user does (name's PASSWORDS entry unless password is given), and wait
+    for the overview."""
+    page.goto(base + "/login")
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Password").fill(PASSWORDS[name] if password is None else password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(base + "/")
 
 
 @pytest.fixture(scope="session")

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from asynqpy import Client, Task
-from tests.webui.test_auth_gunicorn import Browser, web
+from tests.webui.livekit import Browser, two_workers
 
 pytestmark = pytest.mark.slow
-__all__ = ["web"]
+__all__ = ["two_workers"]  # a fixture
 
 
 @pytest.fixture
 def small_cap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("ASYNQPY_AUDIT_CAP", "20")  # read by `asynqpy web` when the web fixture starts it
+    monkeypatch.setenv("ASYNQPY_AUDIT_CAP", "20")  # read by `asynqpy web` when the two_workers fixture starts it
     yield
 
 
@@ -32,16 +32,16 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
-def test_a_login_flood_evicts_no_action(small_cap: None, web: tuple[str, Path], redis_url: str) -> None:
-    base, folder = web
+def test_a_login_flood_evicts_no_action(small_cap: None, two_workers: tuple[str, Path], redis_url: str) -> None:
+    base, folder = two_workers
     with Client(redis_url) as c:
         c.enqueue(Task("email", b"{}"), queue="billing")
     otto = Browser(base)
-    assert otto.login("otto", "operator-pass-1") == 303
-    assert otto.open("/queues/billing/pause", {"csrf_token": otto.token()})[0] == 200
+    assert otto.login("otto", "operator-pass-1").status == 303
+    assert otto.open("/queues/billing/pause", {"csrf_token": otto.token()}).status == 200
 
     def guess(i: int) -> int:
-        return Browser(base).login(f"victim{i % 3}", "guess")
+        return Browser(base).login(f"victim{i % 3}", "guess").status
 
     with ThreadPoolExecutor(4) as pool:
         statuses = list(pool.map(guess, range(120)))

@@ -6,26 +6,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
 from asynqpy import Client, Task
-from asynqpy.embedded import free_port
 from tests.inspector.worker import Worker
-from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect
-from webui.users import UsersFile
+from tests.webui.authkit import queue_roles_file
+from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect, sign_in
+from tests.webui.livekit import gunicorn_web
 
 DB = 13
 PASSWORD = "browser-access-pass-1"
 CARD = "4242424242424242"
+USERS = {"bill": ("viewer", {"billing:*": "operator"}), "vera": ("viewer", {})}
 RULES = '[redaction.types."payment:*"]\nfields = ["payload.card.number"]\nreveal_to = "operator"\n'
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
@@ -36,37 +33,16 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 def site(redis_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """`asynqpy web` (gunicorn, 1 worker) on database 13 with bill (viewer, operator on billing:*) and vera."""
     tmp = tmp_path_factory.mktemp("access-web")
-    users = UsersFile(tmp / "users.toml")
-    users.add("bill", "viewer", PASSWORD, queue_roles={"billing:*": "operator"})
-    users.add("vera", "viewer", PASSWORD)
+    users = queue_roles_file(tmp / "users.toml", USERS, PASSWORD)
     (tmp / "dashboard.toml").write_text(RULES)
     url = redis_server_url.rsplit("/", 1)[0] + f"/{DB}"
     r = redis.Redis.from_url(url)
     r.flushdb()
-    port = free_port()
-    env = {**os.environ, "ASYNQPY_WEB_SECRET": "access-test-secret-" + "z" * 32, "ASYNQPY_SAMPLE_SECONDS": "0"}
-    log = tmp / "gunicorn.log"
-    exe = Path(sys.executable).with_name("asynqpy")
-    proc = subprocess.Popen([str(exe), "web", "--bind", f"127.0.0.1:{port}", "--workers", "1", "--users",
-                             str(users.path), "--config", str(tmp / "dashboard.toml"), "--redis-url", url], env=env,
-                            stdout=log.open("w"), stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"asynqpy web did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield {"base": base, "url": url, "redis": r}
+        with gunicorn_web(url, users, "--config", str(tmp / "dashboard.toml"),
+                          ASYNQPY_WEB_SECRET="access-test-secret-" + "z" * 32, ASYNQPY_SAMPLE_SECONDS="0") as base:
+            yield {"base": base, "url": url, "redis": r}
     finally:
-        proc.terminate()
-        proc.wait(15)
         r.flushdb()
         r.close()
 
@@ -87,20 +63,12 @@ def archived(url: str) -> dict[str, str]:
     return ids
 
 
-def log_in(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
-
-
 def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str, Any], browser: Any) -> None:
     base = site["base"]
     ids = archived(site["url"])
     ctx = browser.new_context()
     page = ctx.new_page()
-    log_in(page, base, "vera")
+    sign_in(page, base, "vera", PASSWORD)
     page.goto(f"{base}/queues/billing:eu/tasks/{ids['billing']}")
     expect(page.locator("pre.payload")).to_contain_text("[redacted]")
     assert CARD not in page.content()
@@ -110,7 +78,7 @@ def test_masked_card_for_a_viewer_and_replay_only_where_operator(site: dict[str,
     assert page.get_by_role("button", name="Replay").count() == 0  # a viewer everywhere
     page.get_by_role("button", name="Log out").click()
 
-    log_in(page, base, "bill")
+    sign_in(page, base, "bill", PASSWORD)
     page.goto(f"{base}/queues/billing:eu/tasks/{ids['billing']}")
     expect(page.locator("pre.payload")).to_contain_text(CARD)  # operator on billing:*: the rule's reveal_to
     page.goto(f"{base}/queues/billing:eu/archived")

@@ -4,18 +4,16 @@ many match, replays all that match as a background job, and finds its audit reco
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from werkzeug.serving import make_server
 
 from inspector import Inspector
-from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM, expect
+from tests.webui.browserkit import CHROMIUM, expect, sign_in
+from tests.webui.livekit import live_app
 from tests.webui.webkit import make_state
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
@@ -25,13 +23,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 @pytest.fixture
 def site(redis_url: str, users_path: Path) -> Iterator[str]:
     """The dashboard on a free port, served from a thread of this process (its jobs run in threads here too)."""
-    app = make_app(redis_url, users_path, TESTING=False)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    app.extensions["asynqpy.inspector"].close()
+    with live_app(redis_url, users_path, TESTING=False) as base:
+        yield base
 
 
 def test_filter_then_replay_all_that_match_and_find_the_audit_record(site: str, browser: Any,
@@ -41,11 +34,7 @@ def test_filter_then_replay_all_that_match_and_find_the_audit_record(site: str, 
     page = ctx.new_page()
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(site + "/login")
-    page.get_by_label("Username").fill("ada")
-    page.get_by_label("Password").fill(PASSWORDS["ada"])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(site + "/")
+    sign_in(page, site, "ada")
 
     page.goto(site + "/queues/mail")
     query = "state:archived error:smtp"

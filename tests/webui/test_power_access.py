@@ -28,10 +28,9 @@ from asynqpy.typestats import bucket
 from inspector import Inspector
 from inspector.auditrefused import RefusedLog
 from tests.helpers import wait_for
-from tests.webui.authkit import make_app
-from tests.webui.browserkit import CHROMIUM, expect
-from tests.webui.livekit import Browser, Reply, serve
-from webui.users import UsersFile
+from tests.webui.authkit import queue_roles_file
+from tests.webui.browserkit import CHROMIUM, expect, sign_in
+from tests.webui.livekit import Browser, Reply, live_app, signed_in
 
 PASSWORD = "power-roles-pass-1"
 # bill: viewer, operator on billing:*; onlyb: billing:* only; hank: admin but hr:* hidden; boss: admin everywhere
@@ -41,25 +40,17 @@ USERS = {"bill": ("viewer", {"billing:*": "operator"}), "onlyb": ("viewer", {"bi
 
 @pytest.fixture(scope="module")
 def power_users(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("pusers") / "users.toml"
-    f = UsersFile(path)
-    for name, (role, queues) in USERS.items():
-        f.add(name, role, PASSWORD, queue_roles=queues)
-    return path
+    return queue_roles_file(tmp_path_factory.mktemp("pusers") / "users.toml", USERS, PASSWORD)
 
 
 @pytest.fixture
 def live(redis_url: str, power_users: Path) -> Iterator[str]:
-    app = make_app(redis_url, power_users)
-    with serve(app) as base:
+    with live_app(redis_url, power_users) as base:
         yield base
-    app.extensions["asynqpy.inspector"].close()
 
 
 def as_user(base: str, name: str) -> Browser:
-    b = Browser(base)
-    assert b.login(name, PASSWORD).status == 303
-    return b
+    return signed_in(base, name, PASSWORD)
 
 
 def post(b: Browser, path: str, **form: str) -> Reply:
@@ -242,27 +233,17 @@ def test_find_actions_on_hidden_queues_are_counted_with_their_verb(live: str, r:
 
 def test_read_only_refuses_cron_controls_before_looking_entries_up(redis_url: str, power_users: Path,
                                                                    r: redis.Redis, entries: dict[str, str]) -> None:
-    app = make_app(redis_url, power_users, ASYNQPY_READ_ONLY=True)
-    with serve(app) as base:
+    with live_app(redis_url, power_users, ASYNQPY_READ_ONLY=True) as base:
         onlyb = as_user(base, "onlyb")
         hidden = post(onlyb, f"/scheduler/{entries['hr:pay']}/pause")
         unknown = post(onlyb, "/scheduler/nosuchentry/pause")
         mine = post(onlyb, f"/scheduler/{entries['billing:eu']}/pause")
         assert hidden.status == unknown.status == mine.status == 403
         assert error_text(hidden) == error_text(unknown) and "read-only" in error_text(hidden)
-    app.extensions["asynqpy.inspector"].close()
     assert not r.exists(keys.cron_paused("billing:eu", entries["billing:eu"]))
 
 
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
-
-
-def _browser_login(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
 
 
 @needs_chromium
@@ -270,7 +251,7 @@ def test_browser_billing_operator_sees_billing_figures_and_pauses_its_entry(
         live: str, browser: Any, r: redis.Redis, recorded: None, entries: dict[str, str]) -> None:
     ctx = browser.new_context(viewport={"width": 1600, "height": 900})
     page = ctx.new_page()
-    _browser_login(page, live, "onlyb")
+    sign_in(page, live, "onlyb", PASSWORD)
     page.get_by_role("link", name="Types").click()
     expect(page.locator("#types-table tbody tr")).to_have_count(1)
     page.get_by_role("link", name="payment:charge").click()
@@ -286,7 +267,7 @@ def test_browser_billing_operator_sees_billing_figures_and_pauses_its_entry(
     ctx.close()
     ctx = browser.new_context(viewport={"width": 1600, "height": 900})
     page = ctx.new_page()
-    _browser_login(page, live, "bill")  # every entry shown; only billing's with buttons
+    sign_in(page, live, "bill", PASSWORD)  # every entry shown; only billing's with buttons
     page.get_by_role("link", name="Scheduler").click()
     expect(page.locator("table.entries tbody tr")).to_have_count(3)
     expect(page.get_by_role("button", name="Enqueue now")).to_have_count(1)

@@ -20,9 +20,9 @@ from inspector.audit import AuditLog
 from inspector.auditrefused import RefusedLog
 from inspector.models import ActiveWorker, SchedulerEntry, ServerInfo
 from tests.inspector.worker import Worker
-from tests.webui.authkit import form_token, login, make_app, token
+from tests.webui.authkit import app_on, form_token, login, queue_roles_file, token
 from webui import access
-from webui.users import User, UsersFile
+from webui.users import User
 
 PASSWORD = "queue-roles-pass-1"
 # bill: viewer, operator on billing:*; onlyb: billing:* only; hank: everything but hr:*
@@ -32,18 +32,13 @@ USERS = {"bill": ("viewer", {"billing:*": "operator"}), "onlyb": ("viewer", {"bi
 
 @pytest.fixture(scope="module")
 def queue_users(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("qusers") / "users.toml"
-    f = UsersFile(path)
-    for name, (role, queues) in USERS.items():
-        f.add(name, role, PASSWORD, queue_roles=queues)
-    return path
+    return queue_roles_file(tmp_path_factory.mktemp("qusers") / "users.toml", USERS, PASSWORD)
 
 
 @pytest.fixture
 def qapp(redis_url: str, queue_users: Path) -> Iterator[Flask]:
-    a = make_app(redis_url, queue_users)
-    yield a
-    a.extensions["asynqpy.inspector"].close()
+    with app_on(redis_url, queue_users) as a:
+        yield a
 
 
 @pytest.fixture

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -22,13 +19,10 @@ from typing import Any
 import pytest
 import redis
 
-from asynqpy.embedded import free_port
-from tests.webui.authkit import PASSWORDS
-from tests.webui.browserkit import expect
+from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect, sign_in
+from tests.webui.livekit import gunicorn_web
 from tests.webui.webkit import make_state
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 BROWSER_DB = 14
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
@@ -36,35 +30,16 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 
 
 @pytest.fixture(scope="session")
-def web(redis_server_url: str, users_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def web(redis_server_url: str, users_path: Path) -> Iterator[dict[str, Any]]:
     """`asynqpy web` (gunicorn, 2 workers) on a free port, on database 14 of the session's server, started once."""
     url = redis_server_url.rsplit("/", 1)[0] + f"/{BROWSER_DB}"
     r = redis.Redis.from_url(url)
     r.flushdb()
-    port = free_port()
-    env = {**os.environ, "ASYNQPY_WEB_SECRET": "browser-test-secret-" + "y" * 32, "ASYNQPY_SAMPLE_SECONDS": "1"}
-    log = tmp_path_factory.mktemp("web") / "gunicorn.log"
-    exe = Path(sys.executable).with_name("asynqpy")
-    proc = subprocess.Popen([str(exe), "web", "--bind", f"127.0.0.1:{port}", "--workers", "2", "--users",
-                             str(users_path), "--redis-url", url], env=env, stdout=log.open("w"),
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"asynqpy web did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
-        yield {"base": base, "url": url, "redis": r}
+        with gunicorn_web(url, users_path, workers=2, ASYNQPY_WEB_SECRET="browser-test-secret-" + "y" * 32,
+                          ASYNQPY_SAMPLE_SECONDS="1") as base:
+            yield {"base": base, "url": url, "redis": r}
     finally:
-        proc.terminate()
-        proc.wait(15)
         r.flushdb()
         r.close()
 
@@ -76,14 +51,6 @@ def data(web: dict[str, Any]) -> Iterator[dict[str, Any]]:
     web["redis"].flushdb()
 
 
-def _login(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORDS[name])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
-
-
 def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], browser: Any,
                                                            data: dict[str, Any]) -> None:
     base = web["base"]
@@ -92,7 +59,7 @@ def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], 
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     page = ctx.new_page()
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     expect(page.locator("#overview")).to_contain_text("mail")
     page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
 
@@ -112,7 +79,7 @@ def test_operator_replays_and_admin_finds_the_audit_record(web: dict[str, Any], 
     page.screenshot(path=str(ARTIFACTS / "task.png"), full_page=True)
 
     page.get_by_role("button", name="Log out").click()
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/audit?action=task.run")
     expect(page.locator("#audit-table")).to_contain_text(tid)
     expect(page.locator("#audit-table")).to_contain_text("otto")
@@ -128,7 +95,7 @@ def test_hostile_types_and_payloads_stay_inert(web: dict[str, Any], browser: Any
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     hostile = data["archived"][0]
     for path in ("/", "/queues/mail/archived", "/queues/mail/retry", f"/queues/mail/tasks/{hostile}", "/errors"):
         page.goto(base + path)
@@ -160,7 +127,7 @@ def test_select_rows_and_replay_them_then_delete_all_after_confirming(web: dict[
     page = ctx.new_page()
     asked: list[str] = []
     page.on("dialog", lambda d: (asked.append(d.message), d.accept()))
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/queues/mail/archived")
     bulk = page.locator("#bulk-bar").get_by_role("button", name="Replay")
     expect(bulk).to_be_disabled()  # nothing selected yet
@@ -189,7 +156,7 @@ def test_a_slow_replay_shows_progress_across_a_reload_and_cancels(web: dict[str,
     ctx = browser.new_context()
     page = ctx.new_page()
     page.on("dialog", lambda d: d.accept())
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/queues/slow/archived")
     page.get_by_label("Rate (tasks per second)").fill("10")
     page.get_by_role("button", name="Replay all").click()
@@ -214,7 +181,7 @@ def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, An
     ctx = browser.new_context()
     page = ctx.new_page()
     page.on("dialog", lambda d: d.accept())
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     retry, archived = data["retry"][0], data["archived"][1]
     page.goto(f"{base}/queues/mail/tasks/{retry}")
     page.get_by_role("button", name="Archive").click()
@@ -233,7 +200,7 @@ def test_chart_range_and_live_refresh_pause(web: dict[str, Any], browser: Any, d
     base = web["base"]
     ctx = browser.new_context()
     page = ctx.new_page()
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     page.get_by_role("button", name="30 days").click()
     expect(page.locator("#daily-chart")).to_contain_text("in 30 days")
     expect(page.locator("#daily-chart svg")).to_have_count(1)

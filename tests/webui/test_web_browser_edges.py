@@ -21,8 +21,8 @@ import redis
 from asynqpy.rdb import keys
 from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry
 from tests.inspector.worker import Worker
-from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM, expect
+from tests.webui.authkit import make_app
+from tests.webui.browserkit import CHROMIUM, expect, sign_in
 from tests.webui.livekit import serve
 from tests.webui.webkit import make_state
 
@@ -55,14 +55,6 @@ def site(redis_url: str, users_path: Path) -> Iterator[dict[str, Any]]:
         r.close()
 
 
-def _login(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORDS[name])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
-
-
 def test_every_changing_page_refreshes_and_pauses_while_hidden(site: dict[str, Any], browser: Any) -> None:
     base = site["base"]
     ctx = browser.new_context()
@@ -71,7 +63,7 @@ def test_every_changing_page_refreshes_and_pauses_while_hidden(site: dict[str, A
     page.on("request", lambda req: polls.append(req.url) if req.headers.get("x-asynqpy-poll") else None)
     page.goto(base + "/login")
     assert not page.locator("#live-control").is_visible()  # the login page does not change
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     for path in ("/", "/scheduler?entry=entry-1", "/servers", "/errors", "/redis", "/queues/mail/pending",
                  f"/queues/mail/tasks/{site['ids']['pending']}"):
         page.goto(base + path)
@@ -109,7 +101,7 @@ def test_deletes_and_archives_ask_first_with_the_count(site: dict[str, Any], bro
     dialogs: list[str] = []
     answer = {"accept": False}
     page.on("dialog", lambda d: (dialogs.append(d.message), d.accept() if answer["accept"] else d.dismiss()))
-    _login(page, base, "otto")
+    sign_in(page, base, "otto")
     page.goto(base + "/queues/mail/archived")
     bar = page.locator("#bulk-bar")
     expect(bar).to_contain_text("Selected: none")
@@ -159,7 +151,7 @@ def test_replay_all_shows_its_job_by_the_button_with_its_own_message(site: dict[
     ctx = browser.new_context(viewport={"width": 1280, "height": 700})
     page = ctx.new_page()
     page.on("dialog", lambda d: d.accept())
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     page.goto(base + "/queues/bulk/archived?size=40")
     form = page.locator(".all-actions form").filter(has=page.get_by_role("button", name="Replay all"))
     form.locator("input[name=rate]").fill("10")
@@ -212,7 +204,7 @@ def test_axe_finds_no_serious_violation_on_any_page(site: dict[str, Any], browse
             found[path] = bad
 
     check(pages[0])
-    _login(page, base, "ada")
+    sign_in(page, base, "ada")
     for path in ("/", "/errors", "/servers", "/scheduler?entry=entry-1", "/redis", "/audit",
                  *[f"/queues/mail/{s}" for s in ("active", "pending", "scheduled", "retry", "archived", "completed",
                                                  "aggregating")],

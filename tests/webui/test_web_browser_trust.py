@@ -16,21 +16,13 @@ import pytest
 from asynqpy.embedded import EmbeddedServer
 from inspector import Inspector
 from inspector.bounds import CELL, NAME
-from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM, expect
+from tests.webui.authkit import make_app
+from tests.webui.browserkit import CHROMIUM, expect, sign_in
 from tests.webui.livekit import go_enqueue, serve
 from webui.proxy import wrap
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
                                 "(.ci/run installs it: apt-get install chromium)")
-
-
-def _login(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORDS[name])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
 
 
 @pytest.fixture
@@ -46,7 +38,7 @@ def test_a_1mb_type_renders_at_once_cut_in_its_cell(quiet: str, browser: Any, re
     tid = go_enqueue(redis_url, "big", "T" * 1_000_000, b'{"x": 1}')
     ctx = browser.new_context()
     page = ctx.new_page()
-    _login(page, quiet, "vera")
+    sign_in(page, quiet, "vera")
     page.goto(quiet + "/queues/big/pending")  # within Playwright's default timeout (30 s; it took 62-82 s before)
     cell = page.locator(f'tr[data-task-id="{tid}"] td.type')
     expect(cell).to_have_count(1)
@@ -62,7 +54,7 @@ def test_a_failed_action_shows_its_message(quiet: str, browser: Any, redis_url: 
     gone = go_enqueue(redis_url, "mail", "email:send")
     ctx = browser.new_context()
     page = ctx.new_page()
-    _login(page, quiet, "otto")
+    sign_in(page, quiet, "otto")
     page.goto(quiet + "/queues/mail/pending")
     row = page.locator(f'tr[data-task-id="{gone}"]')
     expect(row).to_have_count(1)
@@ -85,7 +77,7 @@ def test_the_redis_banner_appears_when_redis_goes_away_and_clears_when_it_is_bac
             go_enqueue(server.url, "mail", "email:send")
             ctx = browser.new_context()
             page = ctx.new_page()
-            _login(page, base, "vera")
+            sign_in(page, base, "vera")
             page.goto(base + "/queues/mail/pending")
             banner = page.locator("#redis-banner")
             expect(banner).to_be_hidden()
@@ -120,7 +112,7 @@ def test_under_a_prefix_every_request_carries_it_and_polls_are_marked_background
         page.on("request", lambda r: seen.append((r.url, r.headers)))
         violations: list[str] = []
         page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-        _login(page, base, "vera")
+        sign_in(page, base, "vera")
         page.goto(base + "/queues/mail/pending")
         page.wait_for_timeout(2500)
         assert all(u.startswith(base + "/") for u, _ in seen), [u for u, _ in seen if not u.startswith(base + "/")]
@@ -148,7 +140,7 @@ def test_a_proxy_error_page_keeps_the_page_and_says_so(browser: Any, redis_url: 
     with serve(proxy) as base:
         ctx = browser.new_context()
         page = ctx.new_page()
-        _login(page, base, "vera")
+        sign_in(page, base, "vera")
         page.goto(base + "/queues/mail/pending")
         broken["on"] = True
         expect(page.locator("#messages")).to_contain_text("answered 502", timeout=10_000)

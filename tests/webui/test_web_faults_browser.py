@@ -5,18 +5,17 @@ message in #messages (htmx swaps no error answer by itself: static/app.js does, 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from werkzeug.serving import make_server
 
 from asynqpy import Client, Task
 from tests.redisfaults import busy, fault_redis, fault_server, fault_url
-from tests.webui.authkit import PASSWORDS, make_app, users_path
-from tests.webui.browserkit import CHROMIUM, expect
+from tests.webui.authkit import users_path
+from tests.webui.browserkit import CHROMIUM, expect, sign_in
+from tests.webui.livekit import live_app
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
 
@@ -28,16 +27,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 def base(fault_url: str, users_path: Path) -> Iterator[str]:
     with Client(fault_url) as c:
         c.enqueue(Task("email", b"{}"), queue="mail")
-    app = make_app(fault_url, users_path, ASYNQPY_POLL_SECONDS=1)
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_port}"
-    finally:
-        srv.shutdown()
-        t.join(5)
-        app.extensions["asynqpy.inspector"].close()
+    with live_app(fault_url, users_path, ASYNQPY_POLL_SECONDS=1) as served:
+        yield served
 
 
 @pytest.fixture
@@ -45,11 +36,7 @@ def page(base: str, browser: Any) -> Iterator[Any]:
     """A page of the session's browser (tests.webui.browserkit), logged in as vera."""
     ctx = browser.new_context()
     pg = ctx.new_page()
-    pg.goto(base + "/login")
-    pg.get_by_label("Username").fill("vera")
-    pg.get_by_label("Password").fill(PASSWORDS["vera"])
-    pg.get_by_role("button", name="Log in").click()
-    pg.wait_for_url(base + "/")
+    sign_in(pg, base, "vera")
     yield pg
     ctx.close()
 

@@ -5,23 +5,16 @@ and every URL a page holds (links, forms, live refresh) carries the prefix."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from asynqpy.embedded import free_port
 from tests.webui.authkit import make_app
-from tests.webui.livekit import Browser, Clock, go_enqueue, serve
+from tests.webui.livekit import Browser, Clock, go_enqueue, gunicorn_web, live_app, serve, signed_in
 from webui.proxy import wrap
 
 URL_ATTRS = re.compile(r'\b(href|src|action|formaction|hx-get|hx-post)="([^"]*)"')
@@ -33,16 +26,13 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def live(redis_url: str, users_path: Path, clock: Clock) -> Iterator[dict[str, Any]]:
-    app = make_app(redis_url, users_path, ASYNQPY_CLOCK=clock, ASYNQPY_SESSION_IDLE=600)
-    with serve(app) as base:
-        yield {"base": base, "app": app, "redis_url": redis_url}
-    app.extensions["asynqpy.inspector"].close()
+def live(redis_url: str, users_path: Path, clock: Clock) -> Iterator[str]:
+    with live_app(redis_url, users_path, ASYNQPY_CLOCK=clock, ASYNQPY_SESSION_IDLE=600) as base:
+        yield base
 
 
-def test_nothing_signed_in_is_cached_and_the_csp_allows_no_inline_style(live: dict[str, Any]) -> None:
-    b = Browser(live["base"])
-    assert b.login("ada").status == 303
+def test_nothing_signed_in_is_cached_and_the_csp_allows_no_inline_style(live: str) -> None:
+    b = signed_in(live, "ada")
     for path in ("/audit.jsonl", "/", "/audit", "/charts/daily"):
         resp = b.open(path)
         assert resp.status == 200 and resp.headers["Cache-Control"] == "no-store", path
@@ -50,10 +40,9 @@ def test_nothing_signed_in_is_cached_and_the_csp_allows_no_inline_style(live: di
     assert "unsafe-inline" not in csp and "style-src 'self'" in csp
 
 
-def test_the_csrf_origin_check_compares_the_scheme(live: dict[str, Any]) -> None:
-    b = Browser(live["base"])
-    assert b.login("vera").status == 303
-    host = live["base"].removeprefix("http://")
+def test_the_csrf_origin_check_compares_the_scheme(live: str) -> None:
+    b = signed_in(live, "vera")
+    host = live.removeprefix("http://")
     tok = b.token()
     refused = b.open("/logout", {"csrf_token": tok}, Origin=f"https://{host}")
     assert refused.status == 400 and "cross-origin" in refused.text
@@ -61,16 +50,14 @@ def test_the_csrf_origin_check_compares_the_scheme(live: dict[str, Any]) -> None
     assert b.open("/logout", {"csrf_token": tok}, Origin=f"http://{host}").status == 303
 
 
-def test_background_polling_does_not_keep_a_session_alive(live: dict[str, Any], clock: Clock) -> None:
-    b = Browser(live["base"])
-    assert b.login("vera").status == 303
+def test_background_polling_does_not_keep_a_session_alive(live: str, clock: Clock) -> None:
+    b = signed_in(live, "vera")
     for _ in range(2):  # a tab left open polls every few seconds
         clock.t += 250
         assert b.open("/", **{"HX-Request": "true", "X-Asynqpy-Poll": "1"}).status == 200
     clock.t += 150  # 650 s after the last thing the user did, past the 600 s idle timeout
     assert b.open("/").status == 303
-    user = Browser(live["base"])
-    assert user.login("vera").status == 303
+    user = signed_in(live, "vera")
     for _ in range(4):  # the same requests made by the user do count
         clock.t += 250
         assert user.open("/", **{"HX-Request": "true"}).status == 200
@@ -88,37 +75,11 @@ def test_error_pages_poll_under_the_prefix(redis_url: str, users_path: Path) -> 
 
 
 @pytest.fixture
-def gunicorn(redis_url: str, users_path: Path, tmp_path: Path) -> Iterator[str]:
+def gunicorn(redis_url: str, users_path: Path) -> Iterator[str]:
     """`asynqpy web --url-prefix /asynq`, no --trusted-proxy: what a user starts behind a reverse proxy."""
-    port = free_port()
-    env = {**os.environ, "ASYNQPY_WEB_SECRET": "hardening-test-secret-" + "z" * 30}
-    env.pop("FORWARDED_ALLOW_IPS", None)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this checkout's code, whatever is installed
-    proc = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "web", "--bind", f"127.0.0.1:{port}", "--workers",
-                             "1", "--threads", "2", "--url-prefix", "/asynq", "--users", str(users_path),
-                             "--redis-url", redis_url], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/asynq/healthz", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"asynqpy web did not start: {proc.stderr.read().decode()[-2000:]}") from None
-                time.sleep(0.2)
+    with gunicorn_web(redis_url, users_path, "--threads", "2", prefix="/asynq",
+                      ASYNQPY_WEB_SECRET="hardening-test-secret-" + "z" * 30) as base:
         yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
 
 
 @pytest.mark.slow

@@ -4,15 +4,9 @@ minute per queue at most, across app instances."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -21,7 +15,7 @@ import redis
 from asynqpy import Client, Task
 from asynqpy.rdb import keys
 from inspector import Inspector
-from tests.webui.test_auth_gunicorn import Browser
+from tests.webui.livekit import Browser, gunicorn_web
 from webui.users import create_user
 
 pytestmark = pytest.mark.slow
@@ -30,42 +24,9 @@ QUEUES = ("billing", "mail", "reports")
 POLL = {"X-Asynqpy-Poll": "1", "HX-Request": "true"}  # what static/app.js sends for a live refresh
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _web(redis_url: str, folder: Path, env: Mapping[str, str], workers: int = 2) -> Iterator[str]:
+def _web(redis_url: str, folder: Path, env: Mapping[str, str], workers: int = 2) -> AbstractContextManager[str]:
     """`asynqpy web` under gunicorn on a free port; its base URL."""
-    port = _port()
-    full = {k: v for k, v in os.environ.items() if k not in ("ASYNQPY_WEB_SECRET", "ASYNQPY_WEB_USERS")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "asynqpy.cli", "web", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-         "--threads", "4", "--redis-url", redis_url, "--users", str(folder / "asynqpy-users.toml")],
-        cwd=folder, env={**full, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"asynqpy web did not start: {proc.stderr.read().decode()[-2000:]}") from None
-                time.sleep(0.2)
-        yield base
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+    return gunicorn_web(redis_url, folder / "asynqpy-users.toml", "--threads", "4", workers=workers, **env)
 
 
 @pytest.fixture
@@ -85,7 +46,7 @@ def _calls(r: redis.Redis, command: str) -> int:
 def _browsers(bases: list[str], n: int) -> list[Browser]:
     out = [Browser(bases[i % len(bases)]) for i in range(n)]
     for b in out:
-        assert b.login("otto", "operator-pass-1") == 303
+        assert b.login("otto", "operator-pass-1").status == 303
     return out
 
 
@@ -103,9 +64,9 @@ def test_ten_polling_browsers_cost_one_snapshot_per_interval(folder: Path, redis
         t0 = time.monotonic()
         for _ in range(4):  # four polls of the overview and of a queue page by each browser within ~3.5 s
             for b in browsers:
-                assert b.open("/", headers=POLL)[0] == 200
-                status, _, html = b.open("/queues/mail", headers=POLL)
-                assert status == 200 and "mail" in html
+                assert b.open("/", **POLL).status == 200
+                page = b.open("/queues/mail", **POLL)
+                assert page.status == 200 and "mail" in page.text
             time.sleep(max(0.0, 1.0 - (time.monotonic() - t0) % 1.0))
         assert time.monotonic() - t0 < 5.0, "the polls took longer than one interval: the count below means less"
         # One snapshot for 80 requests over both workers: not one per request, per worker or per two seconds.
@@ -131,7 +92,7 @@ def test_memory_is_sampled_once_a_minute_per_queue_across_two_instances(folder: 
         deadline = time.monotonic() + 4.5
         while time.monotonic() < deadline:
             for b in browsers:
-                assert b.open("/", headers=POLL)[0] == 200
+                assert b.open("/", **POLL).status == 200
             time.sleep(0.3)
         assert _calls(r, "zcard") >= 3 * per_snapshot  # several snapshots were taken...
         assert _calls(r, "memory|usage") <= one_sample  # ...but each queue's memory was sampled once

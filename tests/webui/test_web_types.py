@@ -23,9 +23,8 @@ from asynqpy.scheduler import Scheduler
 from asynqpy.typestats import bucket
 from inspector import Inspector
 from tests.helpers import wait_for
-from tests.webui.authkit import PASSWORDS, make_app
-from tests.webui.browserkit import CHROMIUM, expect
-from tests.webui.livekit import Browser, serve
+from tests.webui.browserkit import CHROMIUM, expect, sign_in
+from tests.webui.livekit import Browser, live_app
 
 ODD = "odd/type~name"
 
@@ -38,10 +37,8 @@ def _record(r: redis.Redis, ttype: str, n: int, failed: int, seconds: float, at:
 
 @pytest.fixture
 def live(redis_url: str, users_path: Path) -> Iterator[str]:
-    app = make_app(redis_url, users_path)
-    with serve(app) as base:
+    with live_app(redis_url, users_path) as base:
         yield base
-    app.extensions["asynqpy.inspector"].close()
 
 
 @pytest.fixture
@@ -122,14 +119,6 @@ def test_cron_pause_resume_and_enqueue_now_over_http(live: str, r: redis.Redis, 
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 
-def _login(page: Any, base: str, name: str) -> None:
-    page.goto(base + "/login")
-    page.get_by_label("Username").fill(name)
-    page.get_by_label("Password").fill(PASSWORDS[name])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(base + "/")
-
-
 @needs_chromium
 def test_browser_types_page_draws_a_deploy_mark(live: str, browser: Any, r: redis.Redis) -> None:
     now = time.time()
@@ -137,7 +126,7 @@ def test_browser_types_page_draws_a_deploy_mark(live: str, browser: Any, r: redi
         _record(r, "report:build", 5 + i, i % 2, 0.5, now - 60 * i)
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     page = ctx.new_page()
-    _login(page, live, "otto")
+    sign_in(page, live, "otto")
     page.get_by_role("link", name="Types").click()
     expect(page.locator("#types-table")).to_contain_text("report:build")
     page.get_by_label("Mark").fill("v1.4.2")
@@ -158,7 +147,7 @@ def test_browser_operator_pauses_a_cron_entry(live: str, browser: Any, r: redis.
     wait_for(lambda: r.zcard(keys.SCHEDULERS) == 1, what="the scheduler's entries")
     ctx = browser.new_context(viewport={"width": 1600, "height": 900})
     page = ctx.new_page()
-    _login(page, live, "otto")
+    sign_in(page, live, "otto")
     page.get_by_role("link", name="Scheduler").click()
     expect(page.locator(".cron-when")).to_contain_text("every 1 s")
     page.get_by_role("button", name="Pause").click()
