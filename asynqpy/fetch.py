@@ -244,7 +244,7 @@ async def _dequeue_shares(runner: AsyncRunner, order: list[str], shares: list[in
 
 def _shares(free: int, order: list[str], cfg: ServerConfig) -> list[int]:
     """Every queue's share of the free slots: at least one each while slots last, in the weighted order given."""
-    if free < len(order):
+    if free <= len(order):  # (the common case of a busy worker of many queues: a share of one each)
         return [1] * free + [0] * (len(order) - free)
     return [1 + x for x in _split(free - len(order), [cfg.queues[q] for q in order])]
 

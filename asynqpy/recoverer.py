@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from typing import TypeVar
 
 from asynqpy.errors import LeaseExpiredError, MalformedTaskError
 from asynqpy.loop import Loop
 from asynqpy.processor import ERR_LEASE, task_deadline
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import is_transient
+from asynqpy.rdb.scripts import Call
 from asynqpy.retry import failure_call
 from asynqpy.runtime import Runtime
 from asynqpy.task import ReceivedTask
@@ -18,6 +21,7 @@ from asynqpy.wire import decode_task_message
 log = logging.getLogger("asynqpy")
 
 BATCH = 100
+T = TypeVar("T")
 
 
 class Recoverer(Loop):
@@ -32,27 +36,61 @@ class Recoverer(Loop):
         super().__init__()
         self.rt = rt
         self.interval = rt.config.recover_interval
+        self._down: BaseException | None = None  # this pass's transient trouble, raised at its end
 
     async def run_once(self) -> float | None:
         now = time.time()
         cutoff = now - self.rt.config.lease_grace
-        down: BaseException | None = None
-        for q in self.rt.config.queues:
-            try:
-                while await self._recover_batch(q, cutoff) == BATCH:
-                    pass
-                await self.rt.runner.run(broker.reclaim_stale_aggregation_sets(q, now=now))
-            except Exception as exc:  # one queue's trouble (a cluster node away, a bug) spares the others
-                if is_transient(exc):
-                    down = exc
-                else:
-                    self.trouble.note(exc, f"recovering queue {q!r} failed; the other queues go on")
-        if down is not None:
-            raise down  # the loop backs off and tries again soon
+        self._down = None
+        # Each step asks every queue in one round trip (a worker of 100 queues made 200 one after the other at each
+        # pass); a queue's failed step is its own, and its later steps are skipped.
+        left = list(self.rt.config.queues)
+        failed: set[str] = set()
+        while left:
+            calls = [broker.list_lease_expired(q, cutoff=cutoff, count=BATCH) for q in left]
+            again = []
+            for q, res in zip(left, await self._each(calls), strict=True):
+                try:
+                    if isinstance(res, BaseException):
+                        raise res
+                    await self._recover_batch(q, res, cutoff)
+                except Exception as exc:  # one queue's trouble (a cluster node away, a bug) spares the others
+                    self._failed(q, exc)
+                    failed.add(q)
+                    continue
+                if len(res) == BATCH:
+                    again.append(q)
+            left = again
+        queues = [q for q in self.rt.config.queues if q not in failed]
+        reclaimed = await self._each([broker.reclaim_stale_aggregation_sets(q, now=now) for q in queues])
+        for q, outcome in zip(queues, reclaimed, strict=True):
+            if isinstance(outcome, BaseException):
+                self._failed(q, outcome)
+        if self._down is not None:
+            raise self._down  # the loop backs off and tries again soon
         return None
 
-    async def _recover_batch(self, q: str, cutoff: float) -> int:
-        expired = await self.rt.runner.run(broker.list_lease_expired(q, cutoff=cutoff, count=BATCH))
+    async def _each(self, calls: Sequence[Call[T]]) -> list[T | BaseException]:
+        """The calls in one round trip; when that round trip fails as a whole (a cluster's pipeline with a node
+        away), one call at a time, so that each queue's outcome is its own."""
+        try:
+            return list(await self.rt.runner.run_many(calls))
+        except Exception:
+            out: list[T | BaseException] = []
+            for call in calls:
+                try:
+                    out.append(await self.rt.runner.run(call))
+                except Exception as exc:
+                    out.append(exc)
+            return out
+
+    def _failed(self, q: str, exc: BaseException) -> None:
+        if is_transient(exc):
+            self._down = exc
+        else:
+            self.trouble.note(exc, f"recovering queue {q!r} failed; the other queues go on")
+
+    async def _recover_batch(self, q: str, expired: list[tuple[str, bytes]], cutoff: float) -> None:
         for tid, data in expired:
             if tid in self.rt.active:
                 continue  # ours: the heartbeat or the processor deals with it
@@ -60,7 +98,6 @@ class Recoverer(Loop):
                 await self.rt.runner.run(broker.drop_lost_lease(q, tid, cutoff=cutoff))
                 continue
             await self._recover(q, tid, data, cutoff)
-        return len(expired)
 
     async def _recover(self, q: str, tid: str, data: bytes, cutoff: float) -> None:
         now = time.time()

@@ -202,27 +202,31 @@ def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float,
                    count: int) -> Call[list[tuple[str, str, bytes, float | None, str | None]]]:
     """dequeue_timed from several queues in one call: each (queue, share) takes up to its share, in the order
     given, then what is left of count comes from the queues in that order again. Only where every queue's keys
-    live on one node (not on a cluster: their hash tags differ).
+    live on one node (not on a cluster: their hash tags differ). Each queue is named by its key prefix alone (the
+    script appends its keys' names), so a fetch over many queues sends two arguments per queue.
     Reply: [(queue, id, msg, pending_since or None, the limit the task waited on or None)]."""
-    ks: list[str] = []
     args: list[Any] = [due(lease_expiry), count]
     for q, share in shares:
-        *qkeys, prefix = _dequeue_keys(q)
-        ks += qkeys
-        args += [prefix, share]
+        args += [_queue_prefix(q), share]
     names = [q for q, _ in shares]
 
     def parse(raw: Sequence[Any]) -> list[tuple[str, str, bytes, float | None, str | None]]:
         return [(names[int(raw[i]) - 1], raw[i + 1].decode(), raw[i + 2], int(raw[i + 3]) / 1e9 if raw[i + 3] else None,
                  raw[i + 4].decode() if raw[i + 4] else None) for i in range(0, len(raw), 5)]
-    return Call(script("dequeue_queues"), ks, args, parse)
+    return Call(script("dequeue_queues"), [], args, parse)
 
 
 @lru_cache(maxsize=1024)
 def _dequeue_keys(q: str) -> tuple[str, str, str, str, str]:
     """A queue's pending, paused, active and lease keys and its task key prefix (built once per queue, not per
-    fetch: a worker of 100 queues names them all in every dequeue_queues call)."""
+    fetch: a busy drain's every dequeue names them)."""
     return keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q), keys.task_prefix(q)
+
+
+@lru_cache(maxsize=4096)
+def _queue_prefix(q: str) -> str:
+    """keys.queue_prefix(q), built once per queue (a worker of 100 queues names them in every fetch and ack)."""
+    return keys.queue_prefix(q)
 
 
 def _ids(raw: Sequence[bytes]) -> list[str]:
@@ -247,15 +251,16 @@ def _done_keys(q: str) -> tuple[str, str, str, str]:
 
 def done_queues(batches: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, now: float) -> Call[list[str]]:
     """done() for the tasks of several queues in one call (each (queue, [(id, unique key)])). Only where every
-    queue's keys live on one node (not on a cluster). Reply: the ids this worker no longer held."""
-    ks: list[str] = []
-    args: list[Any] = [int(now) + STATS_TTL]
+    queue's keys live on one node (not on a cluster). Each queue is named by its key prefix alone (the script
+    appends its keys' names and the day's), so a batch over many queues sends two arguments per queue besides
+    each task's two. Reply: the ids this worker no longer held."""
+    args: list[Any] = [int(now) + STATS_TTL, keys.utc_date(now)]
+    add = args.extend
     for q, items in batches:
-        ks += [keys.active(q), keys.lease(q), keys.processed_daily(q, now), keys.processed_total(q)]
-        args += [keys.task_prefix(q), len(items)]
-        for tid, ukey in items:
-            args += [tid, ukey]
-    return Call(script("done_queues"), ks, args, _ids)
+        add((_queue_prefix(q), len(items)))
+        for pair in items:
+            add(pair)
+    return Call(script("done_queues"), [], args, _ids)
 
 
 def mark_complete(q: str, items: Sequence[tuple[str, float, bytes, str]], *, now: float) -> Call[list[str]]:

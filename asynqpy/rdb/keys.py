@@ -20,7 +20,11 @@ WAKE_CHANNEL = "asynqpy:wake"
 
 
 def queue_prefix(q: str) -> str:
-    """asynq:{q}: , the prefix of every key of queue q (the braces are a Redis Cluster hash tag)."""
+    """asynq:{q}: , the prefix of every key of queue q (the braces are a Redis Cluster hash tag).
+
+    The scripts over several queues of one node (dequeue_queues, done_queues) take only this and append the keys'
+    names below (pending, paused, active, lease, t:, processed, processed:<day>) themselves;
+    tests/core/test_fetch.py checks they name the keys these functions do."""
     return f"asynq:{{{q}}}:"
 
 

@@ -104,9 +104,17 @@ def _str_seg(s: str) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(b), b)
 
 
+@lru_cache(maxsize=1024)
+def _int_seg(n: int) -> bytes:
+    """One int argument in RESP. Cached: counts, shares and expiry seconds recur from call to call."""
+    b = b"%d" % n
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
 def pack(call: Call[Any]) -> bytes:
-    """The EVALSHA of call in RESP, byte for byte what redis-py would send. The keys' segments come from a cache;
-    the arguments are mostly ids and times that would only pass through it."""
+    """The EVALSHA of call in RESP, byte for byte what redis-py would send. The keys' segments (and ints: counts,
+    shares, expiry seconds) come from caches; the other arguments are mostly ids and times that would only pass
+    through one."""
     keys, args = call.keys, call.args
     parts = [_head(call.script.sha, len(keys) + len(args), len(keys))]
     for x in keys:
@@ -117,6 +125,9 @@ def pack(call: Call[Any]) -> bytes:
             parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
     for x in args:
         cls = x.__class__
+        if cls is int:
+            parts.append(_int_seg(x))
+            continue
         b = x.encode() if cls is str else x if cls is bytes else _arg(x)  # type: ignore[union-attr, assignment]
         n = len(b)
         parts += (_LENGTHS[n] if n < 512 else b"$%d\r\n" % n, b, b"\r\n")

@@ -11,13 +11,15 @@ from collections import Counter
 import pytest
 import redis
 
-from asynqpy import Client, ReceivedTask, ServeMux, Task
+from asynqpy import Client, Limit, ReceivedTask, ServeMux, Task
 from asynqpy.config import ServerConfig
 from asynqpy.connection import aconnect
 from asynqpy.fetch import Dequeued, _order, dequeue_for, forget_dry
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.failures import TroubleLog
+from asynqpy.rdb.flow import set_limit
 from asynqpy.rdb.scripts import AsyncRunner, SyncRunner, script
+from asynqpy.wire.codec import decode_task_message
 from tests.helpers import running, wait_for
 
 
@@ -127,7 +129,8 @@ def test_weighted_order_follows_the_weights() -> None:
 
 
 def test_done_queues_finishes_the_tasks_of_several_queues_in_one_call(redis_url: str, r: redis.Redis) -> None:
-    # The acker's call for a batch spanning queues (it was one done call per queue in the batch).
+    # The acker's call for a batch spanning queues (it was one done call per queue in the batch). It names each
+    # queue by its key prefix alone: the keys it builds must be rdb/keys.py's (asynq's, read by Go's Inspector).
     _fill(redis_url, {"a": 2, "b": 1, "c": 3})
     got = _fetch(redis_url, ServerConfig(queues={"a": 1, "b": 1, "c": 1}), 10)
     by_queue: dict[str, list[tuple[str, str]]] = {}
@@ -136,12 +139,44 @@ def test_done_queues_finishes_the_tasks_of_several_queues_in_one_call(redis_url:
     by_queue["b"].append(("not-held", ""))
     r.script_load(script("done_queues").text)  # so that the call below is one EVALSHA, not EVALSHA then EVAL
     before = _script_calls(r)
-    lost = SyncRunner(r).run(broker.done_queues(sorted(by_queue.items()), now=time.time()))
+    now = time.time()
+    lost = SyncRunner(r).run(broker.done_queues(sorted(by_queue.items()), now=now))
     assert _script_calls(r) - before == 1
     assert lost == ["not-held"]
     for q, n in (("a", 2), ("b", 1), ("c", 3)):
         assert r.get(keys.processed_total(q)) == str(n).encode()
+        assert r.get(keys.processed_daily(q, now)) == str(n).encode()
+        assert 89 * 86400 < r.ttl(keys.processed_daily(q, now)) <= 90 * 86400
+        assert r.ttl(keys.processed_total(q)) == -1
         assert r.zcard(keys.lease(q)) == 0 and r.llen(keys.active(q)) == 0
+    assert not r.keys("asynq:{*}:t:*")
+    assert not r.keys("asynq:{*}:processed:*[^0-9-]*")  # no other key of ours under the day's name
+
+
+def test_done_and_done_queues_write_the_same(redis_url: str, r: redis.Redis) -> None:
+    # done.lua (one queue: a cluster, or a batch of one queue) and done_queues.lua share done_tasks(); the same
+    # batch through each leaves the same keys: counters with the same values and expiry, locks released.
+    c = Client(redis_url)
+    for q in ("one", "many"):
+        for i in range(3):
+            c.enqueue(Task("t", f"{q}{i}".encode()), queue=q, unique=3600)
+    c.close()
+    now = time.time()
+    got = _fetch(redis_url, ServerConfig(queues={"one": 1, "many": 1}), 10)
+    items: dict[str, list[tuple[str, str]]] = {"one": [], "many": []}
+    for q, tid, data, *_ in got:
+        items[q].append((tid, decode_task_message(data, queue=q, task_id=tid).unique_key))
+    assert all(len(v) == 3 and all(r.get(u) == tid.encode() for tid, u in v) for v in items.values())
+    run = SyncRunner(r)
+    assert run.run(broker.done("one", [*items["one"], ("gone", "")], now=now)) == ["gone"]
+    assert run.run(broker.done_queues([("many", [*items["many"], ("gone", "")]), ("x", [("gone2", "")])],
+                                      now=now)) == ["gone", "gone2"]
+    for q in ("one", "many"):
+        assert r.get(keys.processed_daily(q, now)) == b"3" and r.get(keys.processed_total(q)) == b"3"
+        assert 89 * 86400 < r.ttl(keys.processed_daily(q, now)) <= 90 * 86400
+        assert not any(r.exists(u) for _, u in items[q])
+        assert r.zcard(keys.lease(q)) == 0 and r.llen(keys.active(q)) == 0
+    assert not r.exists(keys.processed_total("x"), keys.processed_daily("x", now))  # nothing done: nothing counted
     assert not r.keys("asynq:{*}:t:*")
 
 
@@ -164,15 +199,29 @@ def _commands(r: redis.Redis) -> Counter[str]:
     return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()})
 
 
-def test_an_empty_fetch_asks_each_queue_one_exists(redis_url: str, r: redis.Redis) -> None:
-    # An idle worker polls its queues every idle_poll_interval: neither paused nor limited is one EXISTS per
-    # queue (paused, limits and limit waits at once); it was two.
+def test_an_empty_fetch_asks_all_its_queues_one_exists(redis_url: str, r: redis.Redis) -> None:
+    # An idle worker polls its queues every idle_poll_interval: neither paused nor limited is one EXISTS for all
+    # the queues of the call (paused, limits and limit waits of each at once); it was one per queue (two before).
     queues = {"idle-a": 1, "idle-b": 1, "idle-c": 1}
     _fetch(redis_url, ServerConfig(queues=queues), 10)  # the script is loaded
     before = _commands(r)
     assert _fetch(redis_url, ServerConfig(queues=queues), 10) == []
     spent = _commands(r) - before
-    assert spent["exists"] == 3 and spent["rpoplpush"] == 3
+    assert spent["exists"] == 1 and spent["rpoplpush"] == 3
+
+
+def test_a_paused_or_limited_queue_among_others_is_asked_on_its_own(redis_url: str, r: redis.Redis) -> None:
+    # When the one EXISTS finds a queue paused or limited, each queue is asked its own: the paused one gives
+    # nothing, the limited one holds its limit, the others give all.
+    _fill(redis_url, {"open": 3, "held": 3})
+    c = Client(redis_url)
+    c.enqueue_many([Task("mail:x", b"") for _ in range(3)], queue="limited")
+    c.close()
+    set_limit(r, Limit("mail:*", concurrency=1), queues=["limited"])
+    r.set(keys.paused("held"), "1")
+    got = _fetch(redis_url, ServerConfig(queues={"open": 1, "held": 1, "limited": 1}), 10)
+    assert Counter(q for q, *_ in got) == {"open": 3, "limited": 1}
+    assert r.llen(keys.pending("held")) == 3
 
 
 def test_a_paused_queue_among_idle_ones_is_still_skipped(redis_url: str, r: redis.Redis) -> None:

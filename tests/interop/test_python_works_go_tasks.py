@@ -248,3 +248,33 @@ def test_go_and_python_workers_share_one_queue(go_peer: GoPeer, redis_url: str) 
     assert sorted(handled) == sorted(go_ids + py_ids)  # each task exactly once, by one side or the other
     info = go_peer.inspect()["per_queue"]["mq"]["info"]
     assert (info["processed_total"], info["failed_total"]) == (30, 0)
+
+
+def test_go_reads_the_counts_of_a_worker_of_several_queues(go_peer: GoPeer, redis_url: str) -> None:
+    # A worker of several queues acknowledges a batch spanning them in one done_queues call, which builds each
+    # queue's keys from its prefix: Go's Inspector must read the same per-queue counts (today's, all time) as a
+    # done per queue writes, and the unique lock Go took must be released.
+    rec = Recorder()
+    mux = ServeMux()
+
+    @mux.handler("py:")
+    async def ok(task: Any) -> None:
+        rec.record(task)
+
+    queues = {f"mq{i}": 1 for i in range(5)}
+    specs = [{"type": "py:n", "queue": q, "payload_b64": b64(f"{q}-{j}".encode())}
+             for q in queues for j in range(int(q[2:]) + 1)]  # mq0 gets 1 task ... mq4 gets 5
+    specs.append({"type": "py:u", "queue": "mq4", "unique_s": 300, "payload_b64": b64(b"u")})
+    go_peer.enqueue(specs)
+    with running_server(redis_url, mux, concurrency=8, queues=queues):
+        rec.wait(len(specs))
+        wait_until(lambda: all(go_peer.inspect()["per_queue"][q]["info"]["size"] == 0 for q in queues),
+                   "the queues to drain")
+    per_queue = go_peer.inspect()["per_queue"]
+    for i, q in enumerate(queues):
+        n = i + 1 + (q == "mq4")
+        info = per_queue[q]["info"]
+        assert (info["processed"], info["processed_total"], info["failed"], info["failed_total"]) == (n, n, 0, 0)
+        assert per_queue[q]["today"]["processed"] == n
+    (again,) = go_peer.enqueue([{"type": "py:u", "queue": "mq4", "unique_s": 300, "payload_b64": b64(b"u")}])
+    assert again["event"] == "enqueued"

@@ -1,8 +1,9 @@
 -- _dequeue.lua: a fragment (pasted at "-- #include _dequeue.lua", after _clock.lua and _limits.lua): one
 -- queue's part of a dequeue, shared by dequeue.lua (one queue) and dequeue_queues.lua (several in one call).
--- take(q, max, expiry, with_since, with_wait, out) moves up to max pending tasks of q to active, each with a
--- lease until expiry, appending id, msg (then pending_since: ns string, '' when unset, with with_since; then the
--- limit the task waited on, '' when none, with with_wait) to out.
+-- take(q, max, expiry, with_since, with_wait, tag, out) moves up to max pending tasks of q to active, each with
+-- a lease until expiry, appending (tag first, when not nil: dequeue_queues' queue index) id, msg (then
+-- pending_since: ns string, '' when unset, with with_since; then the limit the task waited on, '' when none, with
+-- with_wait) to out.
 -- q = {pending=, paused=, active=, lease=, prefix=} (the queue's keys and task key prefix; take() notes in q.open
 -- whether it is paused, asked once per script). Returns how many it
 -- started and whether it stopped short (paused, nothing more pending, or MAX_BLOCKED reached).
@@ -12,7 +13,24 @@
 -- MAX_BLOCKED of them per call, to bound the script's time).
 local MAX_BLOCKED = 100
 
-local function take(q, max, expiry, with_since, with_wait, out)
+-- a task of q starts: active, leased until expiry, its row appended to out (see take). f, o: when the caller read
+-- them already (with its msg), the task's pending_since and limit_wait are f[o + 1] and f[o + 2]; else (f nil)
+-- they are read here
+local function start(q, id, key, msg, expiry, with_since, with_wait, tag, out, f, o)
+  if with_since and not f then
+    f, o = redis.call("HMGET", key, "pending_since", "limit_wait"), 0
+  end
+  redis.call("HSET", key, "state", "active")
+  redis.call("HDEL", key, "pending_since", "limit_wait")
+  redis.call("ZADD", q.lease, expiry, id)
+  if tag ~= nil then out[#out + 1] = tag end
+  out[#out + 1] = id
+  out[#out + 1] = msg
+  if with_since then out[#out + 1] = f[o + 1] or "" end
+  if with_wait then out[#out + 1] = f[o + 2] or "" end
+end
+
+local function take(q, max, expiry, with_since, with_wait, tag, out)
   local lp = limits_prefix_of(q.pending)
   if q.open == nil then
     -- one EXISTS answers both questions in the common case (neither paused nor limited: 0); an idle worker
@@ -30,26 +48,6 @@ local function take(q, max, expiry, with_since, with_wait, out)
   local n = 0
   local list = load_limits(lp)
   local now_ms  -- read (TIME) only when a task falls under a limit: an unlimited type does not pay for it
-  local function now()
-    now_ms = now_ms or clock("").ms
-    return now_ms
-  end
-
-  -- f, o: when the caller read them already (with its msg), the task's pending_since and limit_wait are f[o + 1]
-  -- and f[o + 2]; else (f nil) they are read here
-  local function start(id, key, msg, f, o)
-    if with_since and not f then
-      f, o = redis.call("HMGET", key, "pending_since", "limit_wait"), 0
-    end
-    redis.call("HSET", key, "state", "active")
-    redis.call("HDEL", key, "pending_since", "limit_wait")
-    redis.call("ZADD", q.lease, expiry, id)
-    out[#out + 1] = id
-    out[#out + 1] = msg
-    if with_since then out[#out + 1] = f[o + 1] or "" end
-    if with_wait then out[#out + 1] = f[o + 2] or "" end
-    n = n + 1
-  end
 
   if list and list.waiting then
     -- the waiting tasks first, the partitions to look at again soonest first
@@ -71,11 +69,13 @@ local function take(q, max, expiry, with_since, with_wait, out)
           unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
         else
           local matched = limits_of(list, msg)
-          local m, at = admit(lp, q.lease, matched, id, now(), expiry)
+          now_ms = now_ms or clock("").ms
+          local m, at = admit(lp, q.lease, matched, id, now_ms, expiry)
           if not m then
             unwait(lp, wl)
             redis.call("LPUSH", q.active, id)
-            start(id, key, msg)
+            start(q, id, key, msg, expiry, with_since, with_wait, tag, out)
+            n = n + 1
           elseif m.l.name .. "\n" .. m.part == member then
             again = at
             break
@@ -114,7 +114,8 @@ local function take(q, max, expiry, with_since, with_wait, out)
       local m, at
       local matched = list and limits_of(list, msg)
       if matched and #matched > 0 then
-        m, at = admit(lp, q.lease, matched, id, now(), expiry)
+        now_ms = now_ms or clock("").ms
+        m, at = admit(lp, q.lease, matched, id, now_ms, expiry)
       end
       if m then
         redis.call("LREM", q.active, 1, id)
@@ -124,7 +125,8 @@ local function take(q, max, expiry, with_since, with_wait, out)
           return n, true
         end
       else
-        start(id, key, msg, f, 1)
+        start(q, id, key, msg, expiry, with_since, with_wait, tag, out, f, 1)
+        n = n + 1
       end
     end
   end

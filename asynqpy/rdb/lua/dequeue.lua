@@ -10,5 +10,5 @@
 -- #include _dequeue.lua
 local out = {}
 take({pending = KEYS[1], paused = KEYS[2], active = KEYS[3], lease = KEYS[4], prefix = ARGV[2]},
-     tonumber(ARGV[3]), ARGV[1], ARGV[4] == "1" or ARGV[4] == "2", ARGV[4] == "2", out)
+     tonumber(ARGV[3]), ARGV[1], ARGV[4] == "1" or ARGV[4] == "2", ARGV[4] == "2", nil, out)
 return out
