@@ -183,8 +183,7 @@ class Acker(Loop):
 
     def _settled(self, batch: AckBatch) -> None:
         all_ids = [i for ids in batch.ids for i in ids]
-        for i in all_ids:
-            self.held.discard(i)
+        self.held.difference_update(all_ids)
         self.on_acked(all_ids)
         if not (self._done or self._complete):
             self.idle.set()

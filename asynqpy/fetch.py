@@ -76,7 +76,14 @@ async def dequeue_for(runner: AsyncRunner, cfg: ServerConfig, free: int, *, leas
     where queues live in different slots, one call per queue."""
     if len(cfg.queues) > 1 and not is_cluster(runner.redis):
         return await _dequeue_one_node(runner, cfg, free, lease_expiry, riders, offer)
-    if cfg.strict_priority or len(cfg.queues) == 1:
+    if len(cfg.queues) == 1:  # a busy drain's every fetch: one call, its rows as they are
+        [q] = cfg.queues
+        [rows] = await _trip(runner, [broker.dequeue_waited(q, lease_expiry=lease_expiry, count=free,
+                                                            **_offer_args(offer, q))], riders)
+        if isinstance(rows, Exception):
+            raise rows
+        return [(q, tid, data, since, limit) for tid, data, since, limit in rows]
+    if cfg.strict_priority:
         got: list[Dequeued] = []
         for q in cfg.queue_order():
             try:

@@ -129,6 +129,13 @@ class _Router:
         return await self.handler_for(task.type)(task)
 
 
+def route_of(handler: AsyncHandler) -> Callable[[str], AsyncHandler] | None:
+    """The route lookup (task type -> its pattern's handler) of a compiled handler that is the router alone (no
+    middleware wraps it), so the processor can call the task's handler without the router's own coroutine; None
+    for any other handler."""
+    return handler.handler_for if isinstance(handler, _Router) else None
+
+
 async def _step(mw: Middleware, nxt: AsyncHandler, task: ReceivedTask) -> Any:
     return await mw(task, nxt)
 
@@ -149,4 +156,4 @@ def _as_async(fn: Handler | None, run_sync: Callable[[Handler, ReceivedTask], Aw
     return threaded
 
 
-__all__ = ["HandlerNotFound", "Middleware", "ServeMux"]
+__all__ = ["HandlerNotFound", "Middleware", "ServeMux", "route_of"]

@@ -47,8 +47,16 @@ def task_outcome(queue: str, task_type: str, task_id: str, outcome: Outcome, sta
     """TaskOutcome(...) at half the cost: the processor makes one per task, and a frozen dataclass's __init__
     sets each field through object.__setattr__."""
     o = _new(TaskOutcome)
-    o.__dict__.update(queue=queue, task_type=task_type, task_id=task_id, outcome=outcome, started_at=started_at,
-                      duration=duration, wait=wait, error=error, limit=limit)
+    d = o.__dict__  # (stored one by one: update(**fields) would build a dict of them first)
+    d["queue"] = queue
+    d["task_type"] = task_type
+    d["task_id"] = task_id
+    d["outcome"] = outcome
+    d["started_at"] = started_at
+    d["duration"] = duration
+    d["wait"] = wait
+    d["error"] = error
+    d["limit"] = limit
     return o
 
 

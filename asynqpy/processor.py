@@ -15,7 +15,7 @@ from asynqpy.acker import Acker
 from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
 from asynqpy.fetch import Dequeued, Offer, Riders, dequeue_for, forget_dry
 from asynqpy.handoff import HandoffListener
-from asynqpy.mux import Handler, HandlerNotFound, ServeMux
+from asynqpy.mux import Handler, HandlerNotFound, ServeMux, route_of
 from asynqpy.outcome import Outcome, call_hooks, task_outcome
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient
@@ -49,10 +49,10 @@ def error_text(exc: BaseException) -> str:
 
 def task_deadline(msg: TaskMessage, now: float) -> float:
     """asynq's rule: min(now + timeout, deadline) of those set; 30 minutes when neither is."""
-    ends = [now + msg.timeout] if msg.timeout > 0 else []
-    if msg.deadline > 0:
-        ends.append(float(msg.deadline))
-    return min(ends) if ends else now + DEFAULT_DEADLINE
+    timeout, deadline = msg.timeout, msg.deadline  # (each read of a message's field decodes it anew)
+    if timeout > 0:
+        return float(deadline) if 0 < deadline < now + timeout else now + timeout
+    return float(deadline) if deadline > 0 else now + DEFAULT_DEADLINE
 
 
 class Processor:
@@ -92,8 +92,14 @@ class Processor:
         self._writes: set[asyncio.Task[None]] = set()
         self.handoff = HandoffListener(rt, self)
         self._offer = Offer(rt.server_id, self.handoff.offering)
+        self._write_result = rt.write_result
+        self._start_lease = min(self.cfg.lease_duration, broker.HANDOFF_LEASE)  # a started task's first lease
+        # The mux's router when nothing wraps it (no middleware, no tracing): _execute calls its handler directly.
+        self._route = route_of(self.handler)
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._fetch_task = asyncio.create_task(self._fetch_loop(), name="asynqpy-processor")
         if FETCH_LANES > 1:
             self._lane_task = asyncio.create_task(self._fetch_loop(1), name="asynqpy-processor-lane")
@@ -234,7 +240,7 @@ class Processor:
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since, limit in got:
                 try:
-                    self._start(q, tid, data, max(0.0, now - since) if since else None, limit)
+                    self._start(q, tid, data, (now - since if now > since else 0.0) if since else None, limit)
                 except Exception as exc:  # a bug: this task comes back by lease recovery; fetching goes on
                     log.error("processor: could not start task %s of queue %s: %s", tid, q, exc, exc_info=exc)
 
@@ -276,13 +282,15 @@ class Processor:
             self._write(broker.archive(q, tid, data, now=now, note=str(exc)), what="archive malformed", task_id=tid)
             return
         deadline = task_deadline(msg, now)
-        received = ReceivedTask(msg, deadline=deadline, writer=self.rt.write_result)
-        at = ActiveTask(q, msg, received, now, deadline, now + min(self.cfg.lease_duration, broker.HANDOFF_LEASE),
-                        wait=wait, limit=limit)
+        received = ReceivedTask(msg, deadline=deadline, writer=self._write_result)
+        at = ActiveTask(q, msg, received, now, deadline, now + self._start_lease, wait=wait, limit=limit)
         self.rt.active[tid] = at
+        if not self.running:
+            self._idle.clear()
         self.running += 1
-        self._idle.clear()
-        at.handle = asyncio.create_task(self._execute(at))
+        loop = self._loop or asyncio.get_running_loop()
+        # the deadline by the loop's clock (a timer in _execute cancels the handler then)
+        at.handle = loop.create_task(self._execute(at, loop.time() + (deadline - now)))
         if self.running >= self.cfg.concurrency:
             self.handoff.withdraw()  # full: no more hand-offs, not even while its lanes block
 
@@ -297,13 +305,17 @@ class Processor:
             log.error("processor: %d handler threads are stuck (max_stuck_threads %d): taking no new tasks, and "
                       "reporting not ready so that this worker is replaced", self.stuck, self.cfg.max_stuck_threads)
 
-    async def _execute(self, at: ActiveTask) -> None:
+    async def _execute(self, at: ActiveTask, deadline_at: float) -> None:
+        """Run the task's handler (cancelled at deadline_at, by the loop's clock), then record its outcome."""
         outcome: BaseException | None = None
-        loop = asyncio.get_running_loop()
         # The deadline is a plain timer that cancels the task (asyncio.timeout costs twice as much per task).
-        timer = loop.call_at(loop.time() + max(0.0, at.deadline - time.time()), self._deadline_passed, at)
+        timer = asyncio.get_running_loop().call_at(deadline_at, self._deadline_passed, at)
+        route = self._route
         try:
-            await self.handler(at.received)
+            if route is None:
+                await self.handler(at.received)
+            else:  # the mux's router without middleware or tracing: its handler, without the router's own await
+                await route(at.received.type)(at.received)
         except asyncio.CancelledError:
             outcome = _DeadlineExceeded() if at.stop_reason == "deadline" else _StopRequested(at.stop_reason)
         except BaseException as exc:
@@ -312,10 +324,12 @@ class Processor:
             timer.cancel()
             self.running -= 1
             self._slot_freed()
-        if outcome is not None:
-            at.received.cancel()
         try:
-            await self._finish(at, outcome)
+            if outcome is None:
+                self._succeeded(at)  # no coroutine of its own: the common case writes nothing now
+            else:
+                at.received.cancel()
+                await self._finish(at, outcome)
         except Exception as exc:  # a bug while recording the outcome: the task must not stay active for good
             log.error("processor: recording the outcome of task %s failed; its lease lapses and the recoverer "
                       "retries it: %s", at.msg.id, exc, exc_info=exc)
@@ -338,17 +352,31 @@ class Processor:
             call_hooks(hooks, task_outcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
                                            max(0.0, ended - at.started), at.wait, error, at.limit))
 
+    def _succeeded(self, at: ActiveTask) -> None:
+        """The handler returned: the outcome hooks, then the acker (done, or completed with retention)."""
+        msg, received = at.msg, at.received  # (the task's type and id read from the ReceivedTask: a message's
+        at.ended = ended = time.time()       # fields are decoded anew at each read)
+        hooks = self.hooks
+        if hooks:
+            started = at.started
+            call_hooks(hooks, task_outcome(at.queue, received.type, received.id, "success", started,
+                                           ended - started if ended > started else 0.0, at.wait, "", at.limit))
+        retention = msg.retention
+        if retention > 0:
+            msg.completed_at = int(ended)
+            self.acker.complete(at.queue, received.id, ended + retention, msg.SerializeToString(), msg.unique_key)
+        else:
+            self.acker.done(at.queue, received.id, msg.unique_key)
+
     async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
         q, msg = at.queue, at.msg
+        if outcome is None:
+            self._succeeded(at)
+            return
         at.ended = time.time()
-        if outcome is None or isinstance(outcome, RevokeTask):
-            self._outcome(at, "success" if outcome is None else "revoked", "" if outcome is None else str(outcome))
-            if msg.retention > 0 and outcome is None:
-                now = time.time()
-                msg.completed_at = int(now)
-                self.acker.complete(q, msg.id, now + msg.retention, msg.SerializeToString(), msg.unique_key)
-            else:
-                self.acker.done(q, msg.id, msg.unique_key)
+        if isinstance(outcome, RevokeTask):
+            self._outcome(at, "revoked", str(outcome))
+            self.acker.done(q, msg.id, msg.unique_key)
             return
         if isinstance(outcome, _StopRequested):
             if outcome.reason == "canceled":

@@ -58,6 +58,8 @@ class TypeStats:
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str, int], list[int]] = {}
         self._types: set[tuple[str, str]] = set()
+        # the group observe() added to last: (queue, type, minute, its counters, the dict of groups it is in)
+        self._last: tuple[str, str, int, list[int], dict[tuple[str, str, int], list[int]]] = ("", "", -1, [], {})
         self.dropped = 0  # groups given up while Redis stayed unreachable (logged)
 
     def observe(self, o: TaskOutcome) -> None:
@@ -65,16 +67,23 @@ class TypeStats:
         duration, wait = o.duration, o.wait
         minute = int((o.started_at + duration) // 60)
         with self._lock:
-            pair = (o.queue, o.task_type)
-            if pair not in self._types:
-                if len(self._types) >= self.max_types:
-                    pair = (o.queue, OTHER)  # still under its queue: a per-queue role filters it too
+            last = self._last
+            if last[0] == o.queue and last[1] == o.task_type and last[2] == minute and last[4] is self._groups:
+                c = last[3]  # the group of the task before (a drain's tasks share one most of the time)
+            else:
+                pair = (o.queue, o.task_type)
+                if pair not in self._types:
+                    if len(self._types) >= self.max_types:
+                        pair = (o.queue, OTHER)  # still under its queue: a per-queue role filters it too
+                    else:
+                        self._types.add(pair)
+                key = (pair[0], pair[1], minute)
+                found = self._groups.get(key)
+                if found is None:
+                    c = self._groups[key] = [0] * len(FIELDS)
                 else:
-                    self._types.add(pair)
-            key = (pair[0], pair[1], minute)
-            c = self._groups.get(key)
-            if c is None:
-                c = self._groups[key] = [0] * len(FIELDS)
+                    c = found
+                self._last = (o.queue, o.task_type, minute, c, self._groups)
             c[0] += 1
             if o.outcome in FAILED:
                 c[1] += 1
@@ -110,6 +119,7 @@ class TypeStats:
             if over > 0:
                 for k in sorted(self._groups, key=lambda g: g[2])[:over]:
                     del self._groups[k]
+                self._last = ("", "", -1, [], {})  # its group may be one of those dropped
                 self.dropped += over
                 log.warning("type stats: Redis unreachable, dropped %d minute aggregates (%d in all)", over,
                             self.dropped)

@@ -122,6 +122,21 @@ def breakdown(profile: cProfile.Profile, tasks: int, top: int) -> None:
             print(f"  {tt / tasks * 1e6:6.2f} us  {name:<60} [{b}]")
 
 
+def redis_work(r: Any) -> tuple[float, dict[str, int]]:
+    """The server's CPU so far (user+sys, s) and each command's calls (INFO commandstats)."""
+    cpu = r.info("cpu")
+    calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls
+
+
+def print_redis_work(before: tuple[float, dict[str, int]], after: tuple[float, dict[str, int]], tasks: int) -> None:
+    """What the drain cost Redis per task (the worker's start and stop included, and the INFO calls' own)."""
+    calls = {k: n - before[1].get(k, 0) for k, n in after[1].items() if n - before[1].get(k, 0) > 0}
+    print(f"Redis: {(after[0] - before[0]) / tasks * 1e6:.1f} us CPU per task, "
+          f"{sum(calls.values()) / tasks:.2f} commands per task: "
+          + ", ".join(f"{k} {n / tasks:.3f}" for k, n in sorted(calls.items(), key=lambda kv: -kv[1])), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/drain_profile.py", description=__doc__.split("\n")[0])
     ap.add_argument("--tasks", type=int, default=20000)
@@ -129,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cli-hooks", action="store_true", help="add the FailureLog hook `asynqpy worker` installs")
     ap.add_argument("--no-profile", action="store_true", help="only the rate and the CPU per task")
     ap.add_argument("--rounds", type=int, default=1, help="drains in a row (each figure printed)")
+    ap.add_argument("--redis-stats", action="store_true",
+                    help="also the Redis server's work per task during the drain: its CPU and each command's calls "
+                         "(INFO commandstats, commands run by scripts included)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--lanes", type=int, choices=(1, 2), default=None,
                     help="fetch lanes of the processor (default: asynqpy.processor.FETCH_LANES)")
@@ -149,9 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             r.flushdb()
             fill(url, args.tasks)
             profile = None if args.no_profile else cProfile.Profile()
+            before = redis_work(r) if args.redis_stats else None
             res = drain(url, args.tasks, cli_hooks=args.cli_hooks, profile=profile)
             print(f"drained {res['tasks']:,} tasks: {res['rate']:,.0f}/s, {res['cpu_us_per_task']:.1f} us CPU per task"
                   + (" (under the profiler)" if profile is not None else ""), flush=True)
+            if before is not None:
+                print_redis_work(before, redis_work(r), args.tasks)
             if profile is not None:
                 breakdown(profile, res["tasks"], args.top)
     finally:

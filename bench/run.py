@@ -34,8 +34,9 @@ from bench.adapters import LIBS  # noqa: E402
 from bench.adapters.go_adapter import ENV_BIN, GO_DIR  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-# --only's step names -> the driver's steps (pickup and delayed are measured on one worker, so either runs both)
-STEPS = {"enqueue": "enqueue_single", "batch": "enqueue_batch", "producer": "producer_extras", "drain": "drain",
+# --only's step names -> the driver's steps (drain: one process and `--processes 2`; pickup and delayed are measured
+# on one worker, so either runs both)
+STEPS = {"enqueue": "enqueue_single", "batch": "enqueue_batch", "producer": "producer_extras", "drain": "drain,drain2",
          "pickup": "latency", "delayed": "latency", "idle": ""}
 
 

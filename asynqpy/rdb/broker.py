@@ -197,12 +197,13 @@ def dequeue_waited(q: str, *, lease_expiry: float, count: int, server_id: str | 
     server_id: the fetching server's: what enqueue scripts handed to it comes first; offered: its registration on
     q stood as far as it knows (then the slot of a hand-off its lane took is left to the lane; see
     lua/_dequeue.lua)."""
-    ks = [keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q)]
-    args: list[Any] = [due(lease_expiry), keys.task_prefix(q), count, "2"]
-    if server_id is not None:
-        ks += [keys.handoff(q, server_id), keys.waiters(q)]
-        args += [server_id, "1" if offered else "0"]
-    return Call(script("dequeue"), ks, args, _quads)
+    pending, paused, active, lease, prefix = _dequeue_keys(q)
+    if server_id is None:
+        return Call(script("dequeue"), [pending, paused, active, lease], [due(lease_expiry), prefix, count, "2"],
+                    _quads)
+    box, waiters = _offer_keys(q, server_id)
+    return Call(script("dequeue"), [pending, paused, active, lease, box, waiters],
+                [due(lease_expiry), prefix, count, "2", server_id, "1" if offered else "0"], _quads)
 
 
 def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float, count: int, server_id: str | None = None,
@@ -224,6 +225,19 @@ def dequeue_queues(shares: Sequence[tuple[str, int]], *, lease_expiry: float, co
     return Call(script("dequeue_queues"), [], args, parse)
 
 
+@lru_cache(maxsize=1024)
+def _dequeue_keys(q: str) -> tuple[str, str, str, str, str]:
+    """A queue's pending, paused, active and lease keys and its task key prefix (built once per queue, not per
+    fetch: a busy drain's every dequeue names them)."""
+    return keys.pending(q), keys.paused(q), keys.active(q), keys.lease(q), keys.task_prefix(q)
+
+
+@lru_cache(maxsize=4096)
+def _offer_keys(q: str, server_id: str) -> tuple[str, str]:
+    """The server's hand-off list of q and q's waiters (built once per queue and server)."""
+    return keys.handoff(q, server_id), keys.waiters(q)
+
+
 @lru_cache(maxsize=4096)
 def _queue_prefix(q: str) -> str:
     """keys.queue_prefix(q), built once per queue (a worker of 100 queues names them in every fetch and ack)."""
@@ -236,11 +250,18 @@ def _ids(raw: Sequence[bytes]) -> list[str]:
 
 def done(q: str, items: Sequence[tuple[str, str]], *, now: float) -> Call[list[str]]:
     """Delete finished tasks (id, unique key or '') and count them. Reply: the ids this worker no longer held."""
-    args: list[Any] = [int(now) + STATS_TTL, keys.task_prefix(q)]
-    for tid, ukey in items:
-        args += [tid, ukey]
-    return Call(script("done"), [keys.active(q), keys.lease(q), keys.processed_daily(q, now),
-                                 keys.processed_total(q)], args, _ids)
+    active, lease, total, prefix = _done_keys(q)
+    args: list[Any] = [int(now) + STATS_TTL, prefix]
+    for pair in items:
+        args += pair
+    return Call(script("done"), [active, lease, keys.processed_daily(q, now), total], args, _ids)
+
+
+@lru_cache(maxsize=1024)
+def _done_keys(q: str) -> tuple[str, str, str, str]:
+    """A queue's active, lease and all-time processed keys and its task key prefix (once per queue, not per
+    acknowledgement batch)."""
+    return keys.active(q), keys.lease(q), keys.processed_total(q), keys.task_prefix(q)
 
 
 def done_queues(batches: Sequence[tuple[str, Sequence[tuple[str, str]]]], *, now: float) -> Call[list[str]]:

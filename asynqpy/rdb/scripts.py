@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -111,19 +112,29 @@ def _int_seg(n: int) -> bytes:
 
 
 def pack(call: Call[Any]) -> bytes:
-    """The EVALSHA of call in RESP, byte for byte what redis-py would send."""
-    parts = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys))]
-    add = parts.append
-    for x in (*call.keys, *call.args):
-        cls = x.__class__
-        if cls is str:
-            add(_str_seg(x))
-        elif cls is int:
-            add(_int_seg(x))
+    """The EVALSHA of call in RESP, byte for byte what redis-py would send. The keys' segments (and ints: counts,
+    shares, expiry seconds) come from caches; the other arguments are mostly ids and times that would only pass
+    through one."""
+    keys, args = call.keys, call.args
+    parts = [_head(call.script.sha, len(keys) + len(args), len(keys))]
+    for x in keys:
+        if x.__class__ is str:
+            parts.append(_str_seg(x))
         else:
             b = _arg(x)
-            add(b"$%d\r\n%s\r\n" % (len(b), b))
+            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    for x in args:
+        cls = x.__class__
+        if cls is int:
+            parts.append(_int_seg(x))
+            continue
+        b = x.encode() if cls is str else x if cls is bytes else _arg(x)  # type: ignore[union-attr, assignment]
+        n = len(b)
+        parts += (_LENGTHS[n] if n < 512 else b"$%d\r\n" % n, b, b"\r\n")
     return b"".join(parts)
+
+
+_LENGTHS = [b"$%d\r\n" % n for n in range(512)]  # the head of a bulk string of n bytes
 
 
 def as_eval(packed: bytes, sc: Script) -> bytes:
@@ -357,6 +368,32 @@ class SyncRunner:
         return list(pipe.execute(raise_on_error=False))
 
 
+IDLE_CONNECTIONS = 8  # idle connections kept for AsyncRunner.send() per pool (more in use at once go back to it)
+_IDLE: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+async def _write(conn: Any, data: bytes) -> None:
+    """Write data on a redis-py asyncio connection, as its send_packed_command does, without the task and timer
+    of its write timeout while the socket takes the bytes at once (the common case): only when some stay
+    buffered (or the transport is closing) does the write wait for them, within the socket timeout. A connection
+    that is closed, or due for its health check (PING), takes redis-py's own path."""
+    writer = conn._writer
+    if (writer is None or (conn.health_check_interval and asyncio.get_running_loop().time() > conn.next_health_check)):
+        await conn.send_packed_command([data])
+        return
+    try:
+        writer.write(data)
+        transport = writer.transport
+        if transport.get_write_buffer_size() or transport.is_closing():
+            await asyncio.wait_for(writer.drain(), conn.socket_timeout)
+    except TimeoutError:
+        await conn.disconnect(nowait=True)
+        raise redis.TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        await conn.disconnect(nowait=True)
+        raise RedisConnectionError(f"Error while writing to socket: {exc}") from exc
+
+
 async def _read_replies(stream: asyncio.StreamReader, n: int) -> list[Any]:
     """n replies read straight off the connection's stream with a hiredis Reader: a round trip of many replies
     costs one await per chunk, not several per reply. An error reply is its exception (NoScriptError for
@@ -384,6 +421,8 @@ class AsyncRunner:
         self.redis = client
         self._pool = _plain_pool(client)
         self.plain = self._pool is not None  # send() and send_scripts() work
+        # connections of send() taken from the pool and kept (see send()), shared by the runners of one pool
+        self._idle: list[Any] = _IDLE.setdefault(self._pool, []) if self._pool is not None else []
 
     @property
     def pool(self) -> Any:
@@ -391,12 +430,16 @@ class AsyncRunner:
         return self._pool
 
     async def send(self, packed: Sequence[bytes]) -> list[Any]:
-        """See SyncRunner.send."""
+        """See SyncRunner.send. The connections it takes from the pool are kept (at most IDLE_CONNECTIONS idle ones
+        per pool, shared by the runners on it), so a round trip skips the pool's lock and bookkeeping; the client's
+        close() closes them with the pool's own (they count as in use). A call that fails midway disconnects its
+        connection (no reply is left unread on one)."""
         data = b"".join(packed) if len(packed) > 1 else packed[0]
+        idle = self._idle
         for attempt in (1, 2):
-            conn = await self._pool.get_connection()
+            conn = idle.pop() if idle else await self._pool.get_connection()
             try:
-                await conn.send_packed_command([data])
+                await _write(conn, data)
                 stream = getattr(conn, "_reader", None)  # redis-py's asyncio.StreamReader of the connection
                 if isinstance(stream, asyncio.StreamReader):
                     return await _read_replies(stream, len(packed))
@@ -415,7 +458,10 @@ class AsyncRunner:
                 await conn.disconnect()
                 raise
             finally:
-                await self._pool.release(conn)
+                if len(idle) < IDLE_CONNECTIONS and not conn.should_reconnect():
+                    idle.append(conn)
+                else:
+                    await self._pool.release(conn)
         raise AssertionError("unreachable")
 
     async def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:

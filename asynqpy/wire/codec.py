@@ -10,6 +10,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from asynqpy.errors import MalformedTaskError
 from asynqpy.wire.asynq_pb2 import TaskMessage
 
+_from_string = TaskMessage.FromString  # a new message parsed from bytes (one call: a worker decodes every task)
+
 # Go's zero time.Time (0001-01-01T00:00:00Z) as a protobuf Timestamp: Go writes it rather than omitting it.
 GO_ZERO_TIME_SECONDS = -62135596800
 
@@ -19,12 +21,10 @@ def decode_task_message(data: bytes, *, queue: str = "", task_id: str = "") -> T
 
     Raises MalformedTaskError (naming the queue and task) when the bytes are not a TaskMessage.
     """
-    msg = TaskMessage()
     try:
-        msg.ParseFromString(data)
+        return _from_string(data)
     except (DecodeError, ValueError) as exc:
         raise MalformedTaskError(f"task message is not valid protobuf: {exc}", queue=queue, task_id=task_id) from exc
-    return msg
 
 
 def timestamp(t: float | None) -> Timestamp:

@@ -21,17 +21,21 @@
 -- MAX_BLOCKED of them per call, to bound the script's time).
 local MAX_BLOCKED = 100
 
--- a task of q starts: active, leased until expiry, its row appended to out (see take)
-local function start(q, id, key, msg, expiry, with_since, with_wait, tag, out)
-  local f = with_since and redis.call("HMGET", key, "pending_since", "limit_wait")
+-- a task of q starts: active, leased until expiry, its row appended to out (see take). f, o: when the caller read
+-- them already (with its msg), the task's pending_since and limit_wait are f[o + 1] and f[o + 2]; else (f nil)
+-- they are read here
+local function start(q, id, key, msg, expiry, with_since, with_wait, tag, out, f, o)
+  if with_since and not f then
+    f, o = redis.call("HMGET", key, "pending_since", "limit_wait"), 0
+  end
   redis.call("HSET", key, "state", "active")
   redis.call("HDEL", key, "pending_since", "limit_wait")
   redis.call("ZADD", q.lease, expiry, id)
   if tag ~= nil then out[#out + 1] = tag end
   out[#out + 1] = id
   out[#out + 1] = msg
-  if with_since then out[#out + 1] = f[1] or "" end
-  if with_wait then out[#out + 1] = f[2] or "" end
+  if with_since then out[#out + 1] = f[o + 1] or "" end
+  if with_wait then out[#out + 1] = f[o + 2] or "" end
 end
 
 -- what an enqueue script handed to this server in q (see q.box above), its rows appended as start()'s; returns
@@ -138,7 +142,14 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
       return n, true
     end
     local key = q.prefix .. id
-    local msg = redis.call("HGET", key, "msg")
+    -- the msg and, when wanted, the fields start() returns, in one call
+    local f = with_since and redis.call("HMGET", key, "msg", "pending_since", "limit_wait")
+    local msg
+    if f then
+      msg = f[1]
+    else
+      msg = redis.call("HGET", key, "msg")
+    end
     if not msg then
       redis.call("LREM", q.active, 1, id)
     else
@@ -156,7 +167,7 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
           return n, true
         end
       else
-        start(q, id, key, msg, expiry, with_since, with_wait, tag, out)
+        start(q, id, key, msg, expiry, with_since, with_wait, tag, out, f, 1)
         n = n + 1
       end
     end
