@@ -61,12 +61,15 @@ class Task:
             raise InvalidArgumentError(f"task type must be a str, not {type(self.type).__name__}", argument="type")
         if not self.type.strip():
             raise InvalidArgumentError("task type must not be blank", argument="type")
-        if self.payload is not NIL_PAYLOAD:
-            if not isinstance(self.payload, (bytes, bytearray, memoryview)):
+        payload = self.payload
+        if payload is not NIL_PAYLOAD and payload.__class__ is not bytes:  # (bytes as they are: the common case)
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
                 raise InvalidArgumentError(
-                    f"task payload must be bytes, not {type(self.payload).__name__} "
+                    f"task payload must be bytes, not {type(payload).__name__} "
                     "(encode it first, e.g. json.dumps(obj).encode())", argument="payload")
-            object.__setattr__(self, "payload", bytes(self.payload))
+            object.__setattr__(self, "payload", bytes(payload))
+        if self.headers is _EMPTY:  # the default: already empty and read-only
+            return
         headers = dict(self.headers or {})  # a private read-only copy
         for k, v in headers.items():
             if not isinstance(k, str) or not isinstance(v, str):
