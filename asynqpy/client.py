@@ -16,10 +16,11 @@ from asynqpy.batching import AsyncEnqueuer, Batch, Infos, check_task
 from asynqpy.connection import aconnect, connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, NotDurableError, TaskIDConflictError, mask_url
-from asynqpy.options import EnqueueOptions, TaskOptions, options_from
+from asynqpy.options import EnqueueOptions, TaskOptions, new_task_id, options_from
 from asynqpy.rdb import broker, state
 from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
 from asynqpy.rdb.overlap import asend_overlapped, send_overlapped
+from asynqpy.rdb.packer import SingleEnqueue
 from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
 from asynqpy.task import Task, TaskInfo
 from asynqpy.wire import TaskMessage
@@ -32,6 +33,18 @@ def _info(task: Task, opts: EnqueueOptions, now: float) -> TaskInfo:
 def message(task: Task, opts: EnqueueOptions) -> TaskMessage:
     """The TaskMessage of task with resolved options (a Task made without payload keeps Go's nil form)."""
     return broker.build_message(task.type, None if task.nil_payload else task.payload, task.headers, opts)
+
+
+def _single(options: TaskOptions, now: float) -> SingleEnqueue | None:
+    """The templates of options when every task enqueued with them is a plain one whatever the time: pending (no
+    process_in or process_at), no group, no unique lock, no task_id, not durable. Else None."""
+    if (options.process_in is not None or options.process_at is not None or options.task_id is not None
+            or options.durable or options.group or options.unique is not None):
+        return None
+    base = options.resolve(now, task_id="-")
+    if base.unique_ttl or base.group or base.process_at or base.process_in or base.durable is not None:
+        return None
+    return SingleEnqueue(base, now)
 
 
 def _prepare(task: Task, options: TaskOptions, now: float) -> tuple[EnqueueOptions, Call[None]]:
@@ -84,6 +97,9 @@ class Client:
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self._runner = SyncRunner(self.redis)
         self._registry = _Registry()
+        # The last options enqueued with (options_from gives the same object for the same keywords), and their
+        # SingleEnqueue when they are plain.
+        self._plain: tuple[TaskOptions, SingleEnqueue | None] | None = None
 
     def enqueue(self, task: Task, options: TaskOptions | None = None, *, block: float = 0.0,
                 **fields: Any) -> TaskInfo:
@@ -120,6 +136,12 @@ class Client:
 
     def _enqueue(self, task: Task, options: TaskOptions) -> TaskInfo:
         now = time.time()
+        plain = self._plain
+        if plain is None or plain[0] is not options:
+            plain = self._plain = (options, _single(options, now) if self._runner.plain else None)
+        single = plain[1]
+        if single is not None and not check_task(task, "task").headers:
+            return self._enqueue_single(single, task, now)
         opts, call = _prepare(task, options, now)
         try:  # not a with-block: this is the enqueue hot path
             if opts.durable is not None:
@@ -133,6 +155,21 @@ class Client:
                 raise
             # An id we drew: only our own command, re-sent after its reply was lost, can hold it. Enqueued.
         return _info(task, opts, now)
+
+    def _enqueue_single(self, single: SingleEnqueue, task: Task, now: float) -> TaskInfo:
+        """_enqueue() of a task without headers whose options are plain (see _single): packed from templates."""
+        tid = new_task_id()
+        q = single.opts.queue
+        try:
+            raw = self._runner.run_packed(single.command(task.type, task.payload, tid), single.script,
+                                          register_queue=self._registry.due(q, now))
+        except (RedisError, OSError) as exc:
+            raise translate(exc, self.url) from exc
+        err = single.packer.check_reply(raw, tid)
+        # (a conflict on an id we drew: only our own command, re-sent after its reply was lost, can hold it)
+        if err is not None and not isinstance(err, TaskIDConflictError):
+            raise err
+        return Infos(single.opts, now).make(task, tid)
 
     def enqueue_many(self, tasks: Iterable[Task], options: TaskOptions | None = None, *, chunk: int = 1000,
                      block: float = 0.0, **fields: Any) -> list[TaskInfo | Exception]:

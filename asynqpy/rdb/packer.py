@@ -127,6 +127,21 @@ class EnqueuePacker:
         return None
 
 
+class SingleEnqueue:
+    """The enqueue command of one task with these plain resolved options (no schedule, group or unique key), no
+    headers and a drawn id, from the templates: the bytes pack(broker.enqueue(...)) gives, from two %-formats
+    instead of a TaskMessage, a Call and their packing (Client.enqueue's hot path)."""
+
+    def __init__(self, opts: EnqueueOptions, now: float) -> None:
+        self.opts = opts
+        self.template = MessageTemplate(opts)
+        self.packer = EnqueuePacker(opts, now, wake=True)
+        self.script = self.packer.script
+
+    def command(self, task_type: str, payload: bytes, task_id: str) -> bytes:
+        return self.packer.pack(task_id, self.template.encode_drawn(task_type, payload, task_id), "")
+
+
 class ManyPacker:
     """Packs enqueue_many script commands (several plain tasks in one command) for tasks with these resolved
     options at time now: the queue's keys and arguments packed once, each task's id and message appended."""

@@ -271,14 +271,7 @@ class SyncRunner:
         register_queue: also SADD it to asynq:queues, in the same round trip (a producer's duty).
         """
         if self._pool is not None:
-            cmd = pack(call)
-            sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
-            raw = self.send(sent)[-1]
-            if isinstance(raw, NoScriptError):
-                raw = self.send([as_eval(cmd, call.script)])[0]
-            if isinstance(raw, Exception):
-                raise raw
-            return call.parse(raw)
+            return call.parse(self.run_packed(pack(call), call.script, register_queue=register_queue))
         if register_queue is not None:
             return self._run_registering(call, register_queue)
         n = len(call.keys)
@@ -287,6 +280,17 @@ class SyncRunner:
         except NoScriptError:
             raw = self.redis.eval(call.script.text, n, *call.keys, *call.args)
         return call.parse(raw)
+
+    def run_packed(self, cmd: bytes, sc: Script, *, register_queue: str | None = None) -> Any:
+        """run() of a call packed already (an EVALSHA of sc): its raw reply, an error reply raised. Needs a plain
+        client (self.plain)."""
+        sent = [cmd] if register_queue is None else [pack_command("SADD", QUEUES, register_queue), cmd]
+        raw = self.send(sent)[-1]
+        if isinstance(raw, NoScriptError):
+            raw = self.send([as_eval(cmd, sc)])[0]
+        if isinstance(raw, Exception):
+            raise raw
+        return raw
 
     def run_durable(self, call: Call[T], durable: Durability, *, register_queue: str | None = None) -> T:
         """run(), then WAIT on the same connection (the node holding the call's keys on a cluster).

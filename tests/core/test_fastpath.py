@@ -228,3 +228,26 @@ def test_enqueue_many_keeps_the_order_and_a_conflict_per_task(redis_url: str, r:
     assert n == 3 and raws[0] == [0, 1, 1]
     assert codes == ["TaskInfo", "TaskInfo", "TaskInfo"]  # a drawn id's conflict: our own re-send, enqueued
     assert [x.decode() for x in r.lrange(keys.pending("order"), 0, 1)] == ["y" * 36, "x" * 36]
+
+
+@pytest.mark.parametrize("fields", [{}, {"queue": "q2", "max_retry": 3, "timeout": 7, "retention": 60},
+                                    {"deadline": datetime.fromtimestamp(NOW + 500, tz=UTC)}])
+def test_enqueue_from_templates_stores_what_the_plain_path_stores(redis_url: str, r: redis.Redis,
+                                                                   fields: dict[str, Any]) -> None:
+    """Client.enqueue packs a plain task (no headers, schedule, group or unique lock) from templates: the stored
+    message and the TaskInfo are those of the message built field by field, and the queue is registered."""
+    c = Client(redis_url)
+    for t in (Task("t", b"payload"), Task("t"), Task("t", b"")):
+        info = c.enqueue(t, **fields)
+        opts = TaskOptions(**fields).resolve(NOW, task_id=info.id)  # (no field of theirs depends on the time)
+        want = message(t, opts)
+        got = TaskMessage.FromString(r.hget(keys.task(opts.queue, info.id), "msg"))
+        assert got == want and got.SerializeToString() == want.SerializeToString()
+        assert info.state == TaskState.PENDING and info.payload == want.payload and info.queue == opts.queue
+        assert info.max_retry == want.retry and info.timeout == want.timeout and info.retention == want.retention
+        assert r.lrange(keys.pending(opts.queue), 0, 0) == [info.id.encode()]
+    assert r.sismember(keys.QUEUES, TaskOptions(**fields).queue)
+    assert c._plain is not None and c._plain[1] is not None  # the templates' way was taken
+    # headers or a schedule: the general way, stored alike
+    h = c.enqueue(Task("t", b"x", {"k": "v"}), **fields)
+    assert TaskMessage.FromString(r.hget(keys.task(h.queue, h.id), "msg")).headers["k"] == "v"
