@@ -225,8 +225,8 @@ def test_a_worker_behind_sentinel_gets_handed_tasks(redis_sentinel, r: redis.Red
     url = redis_sentinel.url
     primary = connect(url)
     mux = ServeMux()
-    ran = threading.Event()
-    mux.handle("t", lambda t: ran.set())
+    ran, release = threading.Event(), threading.Event()
+    mux.handle("t", lambda t: (ran.set(), release.wait(10)))  # held: a finished task's hash is gone (retention 0)
     try:
         with running(url, mux) as srv:
             sid = srv.runtime.server_id  # type: ignore[union-attr]
@@ -235,7 +235,9 @@ def test_a_worker_behind_sentinel_gets_handed_tasks(redis_sentinel, r: redis.Red
             tid = Client(url).enqueue(Task("t", b"")).id
             assert primary.hget(keys.task("default", tid), "state") == b"active"  # handed over
             wait_for(ran.is_set, what="the handed task to run")
+            release.set()
     finally:
+        release.set()
         for k in primary.keys("asynq*"):
             primary.delete(k)
         primary.close()

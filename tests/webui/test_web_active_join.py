@@ -38,9 +38,13 @@ def test_a_task_running_on_our_server_shows_its_server_and_start(as_role: Any, r
                 tid = cl.enqueue(Task("slow", b"{}"), queue="work").id
             wait_for(lambda: r.llen(keys.active("work")), what="the task to start")
             c = as_role("viewer")
+            listed = any(r.hexists(k, tid) for k in r.scan_iter("asynq:workers:*"))
             html = _active_html(c, "work")
             assert "no server seen" not in html
-            assert "running (started after the last heartbeat)" in html
+            if listed:  # a loaded machine let the server's next beat in first: then its worker list names the task
+                assert "running on" in html
+            else:
+                assert "running (started after the last heartbeat)" in html
             assert tid in html
             release.set()
     finally:
