@@ -96,15 +96,20 @@ def worker_blpop(url: str, out: Path) -> None:
     rows = []
     while True:
         s.sendall(resp("BLPOP", KEY, "1"))
-        item = read_reply(s, reader)
-        at = time.time()
-        if item is None:
-            continue
-        v = item[1]  # type: ignore[index]
-        if v == b"stop":
+        if not _arrived(read_reply(s, reader), time.time(), rows):
             break
-        rows.append({"t": float(v), "at": at})
     out.write_text(json.dumps(rows))
+
+
+def _arrived(item: object, at: float, rows: list[dict[str, float]]) -> bool:
+    """Note one BLPOP reply (None: the block timed out) in rows; False when it is the stop marker."""
+    if item is None:
+        return True
+    v = item[1]  # type: ignore[index]
+    if v == b"stop":
+        return False
+    rows.append({"t": float(v), "at": at})
+    return True
 
 
 class _Lane(asyncio.Protocol):
@@ -131,14 +136,8 @@ def worker_asyncio(url: str, out: Path) -> None:
         while True:
             lane.waiter = loop.create_future()
             transport.write(resp("BLPOP", KEY, "1"))
-            item = await lane.waiter
-            at = time.time()
-            if item is None:
-                continue
-            v = item[1]  # type: ignore[index]
-            if v == b"stop":
+            if not _arrived(await lane.waiter, time.time(), rows):
                 break
-            rows.append({"t": float(v), "at": at})
         out.write_text(json.dumps(rows))
         transport.close()
     try:
