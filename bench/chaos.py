@@ -226,14 +226,18 @@ class Run:
             return len(self.acked)
 
     # faults ----------------------------------------------------------------------------------------------
+    def log_of(self, proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+        name = f"logs/worker-{self.workers.index(proc)}.log"
+        return name, (self.work / name).read_text(errors="replace")
+
     def kill_one(self) -> None:
         alive = self.alive_workers()
         if alive:
             victim = random.choice(alive)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
-            if victim.returncode != -signal.SIGKILL:  # it exited by itself just before: replace_exited counts it
-                return
+            if victim.returncode != -signal.SIGKILL or refusal(self.log_of(victim)[1]) is not None:
+                return  # it had exited, or was exiting, by itself (a refusal written): replace_exited counts it
             self.killed.add(victim.pid)
             self.figures.kills += 1
         self.start_worker()
@@ -249,9 +253,8 @@ class Run:
         for p in self.workers:
             if p.poll() is not None and p.pid not in self.killed and p.pid not in self.replaced:
                 self.replaced.add(p.pid)
-                name = f"logs/worker-{self.workers.index(p)}.log"
-                log = (self.work / name).read_text(errors="replace")
-                why = refusal(log) if p.returncode == 1 else None
+                name, log = self.log_of(p)
+                why = refusal(log) if p.returncode in (1, -signal.SIGKILL) else None  # -9: refused, then killed
                 last = next((line for line in reversed(log.splitlines()) if line.strip()), "")
                 f.worker_exits += 1
                 f.exits.append({"pid": p.pid, "log": name, "returncode": p.returncode,
