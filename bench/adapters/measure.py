@@ -138,7 +138,8 @@ class Bench:
                   else None)
         return {"rate": c / secs if secs > 0 else float("inf"), "n": c, "asked": n, "seconds": secs,
                 "bytes_per_pending_task": per_task, "processes": processes, "cpu_us_per_task": cpu_us,
-                "wall_from_spawn": t_last - spawned, "first_from_spawn": first - spawned, "partial": partial, "left_queued": left,
+                "wall_from_spawn": t_last - spawned, "first_from_spawn": first - spawned, "partial": partial,
+                "left_queued": left,
                 "redis_cpu_us_per_task": (redis1[0] - redis0[0]) / c * 1e6,
                 # the same window as cpu_us_per_task: cores the whole machine kept busy, and each process's CPU
                 "machine_busy_cores": ((mach1[0] - mach0[0]) / (mach1[1] - mach0[1]) * (os.cpu_count() or 1)

@@ -126,10 +126,17 @@ def test_supervised_workers_lead_their_own_sessions_and_stop_when_the_supervisor
         assert all(os.getpgid(c) == c for c in workers)
         p.send_signal(signal.SIGKILL)  # no relay: the kernel's death signal stops them, gracefully
         p.wait(10)
-        wait_for(lambda: not any(os.path.exists(f"/proc/{c}") and b"Z" not in
-                                 open(f"/proc/{c}/stat", "rb").read().rsplit(b")", 1)[1][:3] for c in workers),
-                 timeout=30, what="the orphaned workers to exit")
+        wait_for(lambda: not any(_running(c) for c in workers), timeout=30, what="the orphaned workers to exit")
         wait_for(lambda: r.zcard(keys.SERVERS) == 0, timeout=5, what="servers to clear their state")
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def _running(pid: int) -> bool:
+    """pid is a live process (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return b"Z" not in stat.rsplit(b")", 1)[1][:3]
