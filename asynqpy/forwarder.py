@@ -7,6 +7,11 @@ Redis's (the clocks' offset plus the quickest trip of a command to Redis), and w
 Whatever the clocks do, the sleep stays between the script's own wait minus that pass's round trip and the
 script's own wait (the due time minus its now), so a clock step costs at most one early pass, never a late one.
 A pass that comes a hair early finds nothing due and the next one follows at once: no task starts early.
+
+The event loop's timers keep milliseconds (uvloop rounds a delay to the nearest one), so a timer alone starts a
+pass up to half a millisecond early (then a second pass costs a round trip) or late. The sleep before a due time
+is therefore a timer to FINE before it, then a sleep of the rest in a thread of the loop's default executor
+(time.sleep keeps microseconds), ended early by a wake-up as the timer is.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from asynqpy.runtime import Runtime
 
 BATCH = 100
 LEAD_SAMPLES = 32  # passes over which the least start-to-script gap is taken (a clock step ages out this fast)
+FINE = 0.002  # the last this many seconds before a due time are slept in a thread (see the module's docstring)
 
 
 class Forwarder(Loop):
@@ -38,6 +44,7 @@ class Forwarder(Loop):
         self.on_forwarded = on_forwarded
         self._gaps: deque[float] = deque(maxlen=LEAD_SAMPLES)  # Redis now - this clock at the pass's start
         self._timer: asyncio.Future[None] | None = None
+        self._until: float | None = None  # the due time the returned wait aims at (time.monotonic()), else None
 
     async def run_once(self) -> float | None:
         queues = list(self.rt.config.queues)
@@ -68,6 +75,9 @@ class Forwarder(Loop):
         script_wait = nxt - now  # from when the script ran: an upper bound
         aimed = nxt - min(self._gaps) - time.time()  # the next script runs at the due time, by Redis's clock
         wait = min(script_wait, max(script_wait - (ended - began), aimed))
+        if 0 < wait < self.interval:
+            self._until = time.monotonic() + wait
+            return wait
         return min(self.interval, max(0.0, wait))
 
     async def stop(self) -> None:
@@ -83,21 +93,50 @@ class Forwarder(Loop):
 
     async def _sleep(self, seconds: float) -> None:
         """Loop._sleep without asyncio.wait_for's extra task and cancellation: one timer, one future (the
-        forwarder's wake-up is on the delayed tasks' path)."""
+        forwarder's wake-up is on the delayed tasks' path); the end of a sleep aimed at a due time in a thread."""
+        until, self._until = self._until, None
         if seconds <= 0 or self._wake.is_set() or self.stopping:
             self._wake.clear()
             return
         loop = asyncio.get_running_loop()
+        try:
+            coarse = seconds if until is None else seconds - FINE
+            if coarse > 0:
+                await self._wait(loop, loop.call_later, coarse)
+            left = 0.0 if until is None else until - time.monotonic()
+            if left > 0 and not self._wake.is_set() and not self.stopping:
+                await self._wait(loop, _sleep_in_thread, min(left, FINE))
+        finally:
+            self._wake.clear()
+
+    async def _wait(self, loop: asyncio.AbstractEventLoop, arm: Callable[..., object], seconds: float) -> None:
+        """Until the timer that arm(seconds, _release, future) sets ends, or a wake-up."""
         timer = self._timer = loop.create_future()
-        handle = loop.call_later(seconds, _release, timer)
+        handle = arm(seconds, _release, timer)
         try:
             await timer
         finally:
-            handle.cancel()
+            cancel = getattr(handle, "cancel", None)
+            if cancel is not None:
+                cancel()
             self._timer = None
-            self._wake.clear()
 
 
 def _release(timer: asyncio.Future[None]) -> None:
     if not timer.done():
         timer.set_result(None)
+
+
+def _sleep_in_thread(seconds: float, release: Callable[[asyncio.Future[None]], None],
+                     timer: asyncio.Future[None]) -> None:
+    """call_later's shape, slept to the microsecond in the loop's default executor (a wake-up may release the
+    timer first: the thread's release then finds it done)."""
+    loop = timer.get_loop()
+
+    def sleep() -> None:
+        time.sleep(seconds)
+        try:
+            loop.call_soon_threadsafe(release, timer)
+        except RuntimeError:  # the loop closed meanwhile (a stop): nothing waits any more
+            pass
+    loop.run_in_executor(None, sleep)

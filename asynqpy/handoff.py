@@ -157,7 +157,7 @@ class _Lane:
             await self.processor.wait_for_slot(BLOCK)
             return
         now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
-        if self._registered_until - now < REGISTRATION_TTL / 2:
+        if not self.offering or self._registered_until - now < REGISTRATION_TTL / 2:  # (refused: see _register)
             await self._register(now + REGISTRATION_TTL)
         item = await self.popper.pop(self.box_keys, BLOCK)
         if item is None:
@@ -194,13 +194,17 @@ class _Lane:
                                             prune_before=until - 60 if prune else None)  # long-dead ones
                  for q in self.queues]
         self._live_until = max(self._live_until, until)  # counts from sending: the ZADD may apply unanswered
-        _raise_first(await self.runner.run_many(calls))
+        res = await self.runner.run_many(calls)
+        _raise_first(res)
         if prune:
             self._pruned_at = until
         self._registered_until = until
         # Only once it stands for sure: a fetch that found it absent while it travelled would leave a slot free
-        # for a hand-off that never came (in a busy drain, at every freed slot).
-        self.offering = True
+        # for a hand-off that never came (in a busy drain, at every freed slot). A queue whose hand-off list still
+        # holds a task refused (a registration stands only over an empty list: see register_waiter.lua): the pop
+        # below takes that task at once (or a fetch does, the lane's pop refused), and the next pass registers
+        # again, as offering stays False.
+        self.offering = all(res)
         if not self.processor.wants_tasks():
             # It filled up while the registration travelled (withdraw() found nothing to withdraw yet): withdraw
             # it now rather than at the next pass, so that producers stop handing over tasks it would give back.

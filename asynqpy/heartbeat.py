@@ -82,8 +82,10 @@ class Heartbeat(Loop):
     async def _measure_clock(self) -> None:
         """Measure this machine's clock against Redis's (one TIME round trip) and keep it in the runtime (the
         health note publishes it); warn when it is more than a second off, once, and again when it has changed
-        by more than half a second since."""
+        by more than half a second since. A measurement over a long round trip is not used (the last offset stays)."""
         measured = await redis_clock.measure(self.rt.runner)
+        if not measured.trusted:
+            return
         self.rt.clock_offset = measured.offset
         warned = self._warned_offset
         if abs(measured.offset) > redis_clock.WARN_OFFSET and (

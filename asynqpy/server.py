@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import threading
@@ -72,8 +73,13 @@ class Server:
         self._heartbeat: Heartbeat | None = None
 
     def run(self, mux: ServeMux) -> None:
-        """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError."""
-        _run(self.serve(mux, signals=True))
+        """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError.
+
+        The process is the server's: once it has started, the objects made so far (modules, the app, the server's
+        own) are set aside from Python's garbage collector (gc.freeze()), so that a full collection, which would
+        walk all of them (~46,000 in a bare worker, 10-20 ms on a small VM), scans only what came later and
+        cannot stall a pickup or a delayed task's start; they are handed back to it when run() returns."""
+        _run(self.serve(mux, signals=True, freeze_gc=True))
 
     def start(self, mux: ServeMux) -> None:
         """Serve in a background thread; returns once the server is running. Raises what startup raised."""
@@ -141,8 +147,9 @@ class Server:
         finally:
             self._started.set()
 
-    async def serve(self, mux: ServeMux, *, signals: bool = False) -> None:
-        """Run in the current event loop until stop() (or a signal when signals=True)."""
+    async def serve(self, mux: ServeMux, *, signals: bool = False, freeze_gc: bool = False) -> None:
+        """Run in the current event loop until stop() (or a signal when signals=True). freeze_gc: once started,
+        gc.freeze() what exists (unless something froze objects already), gc.unfreeze() at the end (see run())."""
         if not isinstance(mux, ServeMux):
             raise InvalidArgumentError(f"serve() takes a ServeMux, not {type(mux).__name__}", argument="mux")
         self._loop = asyncio.get_running_loop()
@@ -173,10 +180,15 @@ class Server:
         log.info("server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
                  self.config.concurrency, dict(self.config.queues))
         self._started.set()
+        froze = freeze_gc and gc.get_freeze_count() == 0  # (a pre-fork parent's freeze is left as it is)
+        if froze:
+            gc.freeze()
         try:
             await self._stop.wait()
         finally:
             await self._shutdown(rt, loops, processor, heartbeat)
+            if froze:
+                gc.unfreeze()
 
     def _build(self, rt: Runtime, mux: ServeMux) -> tuple[list[Loop], Processor, Heartbeat]:
         syncer = Syncer(rt)

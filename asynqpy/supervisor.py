@@ -32,9 +32,12 @@ class WorkerSpec:
     max_task_types: int = 100
 
 
-def serve_one(spec: WorkerSpec, serve_http: bool = True) -> None:
+def serve_one(spec: WorkerSpec, serve_http: bool = True, supervisor: int | None = None) -> None:
     """Entry of one worker process (also used in-process when processes == 1). With metrics, a child of a
-    supervisor (serve_http=False) writes them to the shared multiprocess directory; a lone process serves them."""
+    supervisor (serve_http=False) writes them to the shared multiprocess directory; a lone process serves them.
+    supervisor: the pid of the supervisor this child was spawned by (see _own_session)."""
+    if supervisor is not None:
+        _own_session(supervisor)
     from asynqpy.failurelog import FailureLog
     from asynqpy.loader import load_mux
     from asynqpy.server import Server
@@ -64,6 +67,25 @@ def serve_one(spec: WorkerSpec, serve_http: bool = True) -> None:
         if http is not None:
             http.stop()
     _exit_past_stuck_handlers()
+
+
+def _own_session(supervisor: int) -> None:
+    """On Linux, a supervised worker process leads its own session, as a worker started on its own would: the
+    scheduler's autogroups (sched_autogroup_enabled, on by default outside cgroups) share the CPU between sessions,
+    so N workers left in the supervisor's session got one session's share between them, and under any other load
+    two processes drained no faster than one. The supervisor relays the signals a terminal sends its process
+    group (see run_workers), and the kernel sends SIGTERM (a graceful stop) to a child whose supervisor dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        os.setsid()
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return  # stays in the supervisor's session, as before
+    if os.getppid() != supervisor:  # it died before the death signal was armed
+        os._exit(0)
 
 
 def _single_process_http(spec: WorkerSpec, server: Any) -> Any:
@@ -101,7 +123,7 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
         if spec.metrics_port is not None else None
 
     def spawn() -> Any:
-        p = ctx.Process(target=serve_one, args=(spec, False), name="asynqpy-worker")
+        p = ctx.Process(target=serve_one, args=(spec, False, os.getpid()), name="asynqpy-worker")
         p.start()
         return p
 
@@ -112,8 +134,15 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
             if p.is_alive() and p.pid:
                 p.terminate()  # SIGTERM: each child shuts down gracefully
 
+    def on_tstp(signum: int, _frame: Any) -> None:
+        for p in children:  # the children lead their own sessions: Ctrl-Z reaches only this process
+            if p.is_alive() and p.pid:
+                os.kill(p.pid, signal.SIGTSTP)  # each stops fetching new tasks
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)  # the terminal closed: stop them all, gracefully
+    signal.signal(signal.SIGTSTP, on_tstp)
     children.extend(spawn() for _ in range(processes))
     log.info("supervising %d worker processes: %s", processes, [p.pid for p in children])
     while not stopping:

@@ -20,6 +20,8 @@ import contextlib
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +29,6 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,35 @@ from tests.interop import goasynq  # noqa: E402
 
 QUEUE = "chaos"
 CHUNK = 500
+STARTED = re.compile(r" INFO asynqpy: server \S+ started: pid ")
+# What `asynqpy worker` prints when it refuses to start (asynqpy/clicommon.py, exit 1): Redis cannot be reached, or
+# answers "not now" (LOADING, BUSY, ...). Go asynq's Server.Start refuses the same way.
+REFUSAL = re.compile(r"^asynqpy: (?:cannot reach Redis at \S+: (?P<reason>.*?)|Redis at \S+ answers (?P<kind>[A-Z]+) "
+                     r"\(transient\).*?)(?: \(the URL was [^()]*\))?$")
+NOT_TRANSIENT = re.compile(r"auth|password|WRONGPASS|NOAUTH|NOPERM", re.IGNORECASE)
+
+
+def refusal(log: str) -> str | None:
+    """Why a worker refused to start, from its log: "LOADING", "BUSY", "connection refused", "connection closed",
+    "timeout", ...; None when the log does not show a refusal on transient Redis trouble (it said "started", or it
+    ended some other way: a traceback, an auth error, nothing at all)."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    if not lines or any(STARTED.search(line) for line in lines):
+        return None
+    m = REFUSAL.match(lines[-1].strip())
+    if m is None:
+        return None
+    if m["kind"]:
+        return m["kind"]
+    reason = m["reason"] or ""
+    if NOT_TRANSIENT.search(reason):
+        return None
+    low = reason.lower()
+    for words, name in ((("refused",), "connection refused"), (("closed", "reset", "broken pipe"), "connection closed"),
+                        (("timeout", "timed out"), "timeout")):
+        if any(w in low for w in words):
+            return name
+    return "cannot reach: " + reason[:60]
 
 
 @dataclass
@@ -64,7 +94,12 @@ class Figures:
     archived: int = 0
     enqueue_errors: int = 0
     kills: int = 0
-    worker_exits: int = 0  # workers that exited on their own (replaced, as an orchestrator would): should be 0
+    worker_exits: int = 0  # workers that exited on their own (replaced, as an orchestrator would): the two below
+    refused_start: int = 0  # exited before "started", their log naming transient Redis trouble (as Go's Start does)
+    refused_reasons: dict[str, int] = field(default_factory=dict)  # "LOADING", "BUSY", "connection refused", ...
+    exited_running: int = 0  # every other exit (after "started", a traceback, no reason): a bug, must be 0
+    exits: list[dict[str, object]] = field(default_factory=list)  # one per exit: pid, log, returncode, kind, last line
+    go_worker_exit: int | None = None  # the Go worker's exit code if it exited by itself (not restarted)
     redis_restarts: int = 0
     busy_seconds: float = 0.0
     partition_seconds: float = 0.0
@@ -191,25 +226,49 @@ class Run:
             return len(self.acked)
 
     # faults ----------------------------------------------------------------------------------------------
+    def log_of(self, proc: subprocess.Popen[bytes]) -> tuple[str, str]:
+        name = f"logs/worker-{self.workers.index(proc)}.log"
+        return name, (self.work / name).read_text(errors="replace")
+
     def kill_one(self) -> None:
         alive = self.alive_workers()
         if alive:
             victim = random.choice(alive)
-            self.killed.add(victim.pid)
             victim.send_signal(signal.SIGKILL)
             victim.wait()
+            if victim.returncode != -signal.SIGKILL or refusal(self.log_of(victim)[1]) is not None:
+                return  # it had exited, or was exiting, by itself (a refusal written): replace_exited counts it
+            self.killed.add(victim.pid)
             self.figures.kills += 1
         self.start_worker()
 
-    def replace_exited(self) -> None:
-        """A worker that exited by itself is counted, its log named, and another started in its place."""
+    def replace_exited(self, replace: bool = True) -> None:
+        """A worker that exited by itself is counted (a refusal to start or an exit while running, from its log),
+        its log named, and another started in its place (unless replace is False: the run is over)."""
+        f = self.figures
+        if self.go_worker is not None and f.go_worker_exit is None and self.go_worker.poll() is not None \
+                and not self.stop.is_set():
+            f.go_worker_exit = self.go_worker.returncode
+            self.note(f"the Go worker exited by itself ({f.go_worker_exit}; see logs/go-worker.log)")
         for p in self.workers:
             if p.poll() is not None and p.pid not in self.killed and p.pid not in self.replaced:
                 self.replaced.add(p.pid)
-                self.figures.worker_exits += 1
-                self.note(f"worker {p.pid} exited by itself ({p.returncode}; see logs/worker-"
-                          f"{self.workers.index(p)}.log): starting another")
-                self.start_worker()
+                name, log = self.log_of(p)
+                why = refusal(log) if p.returncode in (1, -signal.SIGKILL) else None  # -9: refused, then killed
+                last = next((line for line in reversed(log.splitlines()) if line.strip()), "")
+                f.worker_exits += 1
+                f.exits.append({"pid": p.pid, "log": name, "returncode": p.returncode,
+                                "kind": "refused to start" if why else "exited while running", "reason": why,
+                                "last_line": last[:300], "at": round(time.monotonic() - self.t0, 1)})
+                if why:
+                    f.refused_start += 1
+                    f.refused_reasons[why] = f.refused_reasons.get(why, 0) + 1
+                    self.note(f"worker {p.pid} refused to start ({why}; {name})")
+                else:
+                    f.exited_running += 1
+                    self.note(f"worker {p.pid} EXITED WHILE RUNNING ({p.returncode}; see {name})")
+                if replace:
+                    self.start_worker()
 
     def restart_redis(self) -> None:
         self.note("Redis: SIGKILL and restart on its append-only file")
@@ -335,6 +394,7 @@ class Run:
         f.left_in_queue = info.pending + info.scheduled + info.retry
         f.archived = info.archived
         check.close()
+        self.replace_exited(replace=False)  # a worker that exited in the last second is still counted
         return f
 
     def close(self) -> None:
@@ -357,15 +417,18 @@ class Run:
         self.ledger_server.stop()
 
 
-@contextlib.contextmanager
-def workdir(keep: str | None) -> Iterator[Path]:
-    if keep:
-        path = Path(keep)
-        path.mkdir(parents=True, exist_ok=True)
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="asynqpy-chaos-") as tmp:
-        yield Path(tmp)
+def failures(f: Figures) -> list[str]:
+    """Why the run failed (empty: it passed). A refusal to start is not a failure: the worker was replaced."""
+    out = []
+    if f.lost:
+        out.append(f"{f.lost} tasks lost")
+    if f.stuck_active:
+        out.append(f"{f.stuck_active} tasks stuck active")
+    if not f.drained:
+        out.append("the drain did not finish")
+    if f.exited_running:
+        out.append(f"{f.exited_running} workers exited while running")
+    return out
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -394,16 +457,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    with workdir(args.workdir) as work:
-        try:
-            run = Run(args, work)
-        except (goasynq.GoPeerUnavailable, RuntimeError) as exc:
-            print(f"chaos: cannot start: {exc}", file=sys.stderr)
-            return 2
-        try:
-            f = run.main()
-        finally:
-            run.close()
+    if args.workdir:
+        work = Path(args.workdir)
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="asynqpy-chaos-"))
+    try:
+        run = Run(args, work)
+    except (goasynq.GoPeerUnavailable, RuntimeError) as exc:
+        print(f"chaos: cannot start: {exc} (logs in {work})", file=sys.stderr)
+        return 2
+    try:
+        f = run.main()
+    except BaseException:
+        print(f"chaos: the run failed; its logs and the broker's data are kept in {work}", file=sys.stderr)
+        raise
+    finally:
+        run.close()
     print()
     print(f"tasks acknowledged   {f.tasks_acknowledged} ({f.by_go} by the Go client; {f.runs_by_go} runs by the Go "
           f"worker)")
@@ -411,16 +481,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run more than once   {f.run_twice}")
     print(f"stuck active at end  {f.stuck_active}")
     print(f"left in the queue    {f.left_in_queue} (archived {f.archived})")
-    print(f"workers that exited  {f.worker_exits} by themselves (replaced)")
+    reasons = ", ".join(f"{why} {n}" for why, n in sorted(f.refused_reasons.items())) or "-"
+    print(f"refused to start     {f.refused_start} (replaced; {reasons})")
+    print(f"exited while running {f.exited_running}" + "".join(
+        f"\n    {e['log']} (exit {e['returncode']}): {e['last_line']}" for e in f.exits
+        if e["kind"] == "exited while running"))
+    if f.go_worker_exit is not None:
+        print(f"Go worker            exited by itself ({f.go_worker_exit}; not restarted)")
     print(f"faults               {f.kills} worker SIGKILLs, {f.redis_restarts} Redis restarts, "
           f"{f.busy_seconds:.1f} s BUSY, {f.partition_seconds:.1f} s partition; {f.enqueue_errors} enqueue errors "
           f"retried")
     print(f"time                 produced in {f.produce_seconds:.1f} s, drained {f.drain_seconds:.1f} s after "
           f"({'done' if f.drained else 'NOT drained'}), {f.total_seconds:.1f} s in all")
+    failed = failures(f)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"args": vars(args), **asdict(f)}, indent=2))
-    return 0 if f.lost == 0 and f.stuck_active == 0 and f.drained and f.worker_exits == 0 else 1
+        Path(args.json).write_text(json.dumps({"args": vars(args), "failures": failed,
+                                               "workdir": str(work) if failed or args.workdir else None,
+                                               **asdict(f)}, indent=2))
+    if failed:
+        print(f"FAIL: {'; '.join(failed)}. Logs and the broker's data: {work}")
+        return 1
+    print("PASS")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import json
 import os
@@ -42,6 +43,8 @@ KEY_OUT = "probe:out"
 KEY_READY = "probe:ready"
 KEY_BARE = "probe:bare"
 KEY_PASSES = "probe:passes"
+KEY_GC = "probe:gc"
+WORST: dict[str, list[str]] = {}  # the slowest samples of the last probe of each kind, with their split
 
 
 def pct(values: list[float], p: float) -> float:
@@ -82,6 +85,15 @@ def asynqpy_worker(url: str) -> None:
     real_once = forwarder.Forwarder.run_once
 
     passes: list[str] = []  # written by the handler, after its sample: no Redis call in the forwarder's pass
+    collections: list[str] = []  # the worker's garbage collections (generation, start, end), written likewise
+    gc_began = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_began[0] = time.time()
+        else:
+            collections.append(json.dumps([info["generation"], gc_began[0], time.time()]))
+    gc.callbacks.append(on_gc)
 
     async def timed_once(self: Any) -> float | None:
         began = time.time()
@@ -103,6 +115,9 @@ def asynqpy_worker(url: str) -> None:
         if passes:
             r.rpush(KEY_PASSES, *passes)
             passes.clear()
+        if collections:
+            r.rpush(KEY_GC, *collections)
+            collections.clear()
 
     import asynqpy
 
@@ -145,6 +160,49 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def _gcs(r: redis.Redis) -> list[list[float]]:
+    return [json.loads(v) for v in r.lrange(KEY_GC, 0, -1)]  # type: ignore[union-attr]
+
+
+def _worst(rows: list[tuple[float, float, str]], gcs: list[list[float]], k: int = 3) -> list[str]:
+    """The k slowest samples (begin, end, their split) with the worker's collections that overlapped them."""
+    if not rows:
+        return []
+    first = min(e for _, e, _ in rows)
+    during: dict[str, list[float]] = {}
+    for g, gb, ge in gcs:
+        if gb >= first:
+            during.setdefault(f"{'driver ' if g >= 100 else 'worker '}gen{int(g) % 100}", []).append(ge - gb)
+    out = ["collections while sampling: " + (", ".join(f"{k} x{len(v)} (longest {max(v) * 1e3:.2f} ms)"
+                                                        for k, v in sorted(during.items())) or "none")]
+    for b, e, split in sorted(rows, key=lambda x: x[0] - x[1], reverse=True)[:k]:
+        hit = [f"{'driver ' if g >= 100 else ''}gen{int(g) % 100} {(ge - gb) * 1e3:.2f} ms"
+               for g, gb, ge in gcs if gb < e and ge > b]
+        out.append(f"{(b - e) * 1e3:6.2f} ms: {split}; gc: {', '.join(hit) or 'none'}")
+    return out
+
+
+class _DriverGC:
+    """This process's garbage collections while a probe runs, as [generation + 100, start, end]."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[float]] = []
+        self._began = 0.0
+
+    def __enter__(self) -> _DriverGC:
+        gc.callbacks.append(self._cb)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._cb)
+
+    def _cb(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.time()
+        else:
+            self.seen.append([100 + info["generation"], self._began, time.time()])
+
+
 def _collect(r: redis.Redis, n: int, deadline: float) -> list[dict[str, float]]:
     while int(r.llen(KEY_OUT)) < n and time.time() < deadline:  # type: ignore[arg-type]
         time.sleep(0.02)
@@ -167,6 +225,7 @@ def probe_asynqpy(url: str, samples: int, log: Path) -> dict[str, list[float]]:
         return real_send(self, packed)
 
     scripts.SyncRunner.send = timed_send  # type: ignore[method-assign]
+    driver_gc = _DriverGC().__enter__()
     try:
         client.enqueue(Task("probe", json.dumps({"w": 1}).encode()))
         if r.blpop([KEY_READY], timeout=60) is None:
@@ -178,21 +237,27 @@ def probe_asynqpy(url: str, samples: int, log: Path) -> dict[str, list[float]]:
             client.enqueue(Task("probe", json.dumps({"t": t}).encode()))
             rows.append((t, sent[-1], time.time()))
         got = {d["t"]: d for d in _collect(r, samples, time.time() + 10)}
+        gcs = _gcs(r) + driver_gc.seen
     finally:
+        driver_gc.__exit__()
         scripts.SyncRunner.send = real_send  # type: ignore[method-assign]
         client.close()
         _stop(proc)
         r.flushdb()
     out: dict[str, list[float]] = {k: [] for k in ("producer", "round trip", "wire", "worker", "total")}
+    slow = []
     for t, s, ret in rows:
         d = got.get(t)
         if d is None:
             continue
+        slow.append((d["start"], t, f"producer {(s - t) * 1e3:.2f} wire {(d['pop'] - s) * 1e3:.2f} "
+                                    f"worker {(d['start'] - d['pop']) * 1e3:.2f}"))
         out["producer"].append(s - t)
         out["round trip"].append(ret - t)
         out["wire"].append(d["pop"] - s)
         out["worker"].append(d["start"] - d["pop"])
         out["total"].append(d["start"] - t)
+    WORST["pickup"] = _worst(slow, gcs)
     return out
 
 
@@ -222,23 +287,30 @@ def probe_delayed(url: str, samples: int, log: Path, delay: float = 0.5, spread:
                            process_at=datetime.fromtimestamp(due, tz=UTC))
         rows = _collect(r, samples, max(dues) + 10)
         passes = [json.loads(v) for v in r.lrange(KEY_PASSES, 0, -1)]  # type: ignore[union-attr]
+        gcs = _gcs(r)
     finally:
         client.close()
         _stop(proc)
         r.flushdb()
     out: dict[str, list[float]] = {k: [] for k in ("pass began", "pass", "pop", "worker", "late", "passes")}
+    slow = []
     for d in rows:
         due = d["due"]
         # the pass that moved it: the last one that began before its BLPOP returned
         mine = [x for x in passes if x["began"] <= d["pop"]]
+        via = "lane" if d["pop"] >= due else "fetch"  # a stale pop time: it came by a fetch, not the lane
         if mine:
             x = mine[-1]
             out["pass began"].append(x["began"] - due)
             out["pass"].append(x["ended"] - x["began"])
+            slow.append((d["start"], due, f"pass began {(x['began'] - due) * 1e3:.2f} pass "
+                                          f"{(x['ended'] - x['began']) * 1e3:.2f} pop {(d['pop'] - due) * 1e3:.2f} "
+                                          f"via {via}"))
         out["pop"].append(d["pop"] - due)
         out["worker"].append(d["start"] - d["pop"])
         out["late"].append(d["start"] - due)
     out["passes"] = [float(len(passes))]
+    WORST["delayed"] = _worst(slow, gcs)
     if os.environ.get("PROBE_DUMP"):
         events = [(d["due"], "due") for d in rows] + [(d["pop"], "pop") for d in rows]
         events += [(x["began"], f"pass began (wait {x['wait']})") for x in passes]
@@ -292,11 +364,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"{pct(bare['total'], 99) * 1e3:5.2f}")
                 print("  asynqpy   " + "  ".join(f"{k} {pct(v, 50) * 1e3:.2f} / {pct(v, 99) * 1e3:.2f}"
                                              for k, v in mine.items()))
+                for line in WORST.get("pickup", []):
+                    print("    slowest pickup " + line)
             if args.delayed:
                 late = probe_delayed(url, args.delayed, logs / "probe-delayed.log")
                 n = late.pop("passes")[0]
                 print(f"  delayed (ms after due; {n:.0f} forwarder passes) "
                       + "  ".join(f"{k} {pct(v, 50) * 1e3:.2f} / {pct(v, 99) * 1e3:.2f}" for k, v in late.items()))
+                for line in WORST.get("delayed", []):
+                    print("    slowest delayed " + line)
     return 0
 
 

@@ -11,9 +11,11 @@ from asynqpy.rdb.scripts import Call, script
 
 
 def register_waiter(q: str, server_id: str, *, until: float, prune_before: float | None = None) -> Call[int]:
-    """Offer to take q's next task until `until` (Unix s); prune_before: also drop offers lapsed before it."""
+    """Offer to take q's next task until `until` (Unix s); prune_before: also drop offers lapsed before it.
+    Reply: 1 registered, 0 refused because the server's hand-off list of q holds a task (its lane pops it)."""
     prune = "" if prune_before is None else not_after(prune_before)
-    return Call(script("register_waiter"), [keys.waiters(q)], [server_id, exact(until), prune], int)
+    return Call(script("register_waiter"), [keys.waiters(q), keys.handoff(q, server_id)],
+                [server_id, exact(until), prune], int)
 
 
 def unregister_waiter(q: str, server_id: str) -> Call[int]:

@@ -357,13 +357,15 @@ class Scheduler:
 
     async def _sync_clock(self, runner: AsyncRunner) -> None:
         """Measure this machine's clock against Redis's (when ticks are judged by Redis's clock); warn when
-        it is more than a second off. A Redis error leaves the last offset."""
+        it is more than a second off. A Redis error, or a round trip too long to judge by, leaves the last offset."""
         if not isinstance(self.clock, RedisClock):
             return
         try:
             measured = await redis_clock.measure(runner)
         except Exception as exc:  # Redis trouble, noted as every step's: the last offset stays
             self.trouble.note(exc, "cannot read Redis's clock")
+            return
+        if not measured.trusted:  # too long a round trip to judge the offset by (a partition, a long script)
             return
         before, self.clock.offset = self.clock.offset, measured.offset
         warn = redis_clock.WARN_OFFSET

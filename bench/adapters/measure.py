@@ -95,19 +95,26 @@ class Bench:
         mem0 = self._settled_memory()
         self.ad.fill(n)
         per_task = (self._used_memory() - mem0) / n if n else 0.0
+        redis0 = self._redis_work()
         w = self.worker("drain" if processes == 1 else f"drain{processes}", n, argv)
         spawned = time.time()
         last_change, last_c, partial = spawned, 0, False
         c, t_last, left = 0, 0.0, None
         cpu0: tuple[int, float] | None = None  # (tasks counted, CPU seconds) at the first progress seen
         cpu1 = 0.0
+        redis1 = redis0
+        pids0 = pids1 = {}
+        mach0 = mach1 = (0.0, 0.0)
         try:
             while True:
                 c, t_last = self._progress(argv is not None)
                 if c > 0 and cpu0 is None:
-                    cpu0 = (c, group_cpu(w.pid))
+                    pids0, mach0 = group_cpu_by_pid(w.pid), machine_cpu()
+                    cpu0 = (c, sum(pids0.values()))
                 if c >= n:
-                    cpu1 = group_cpu(w.pid)
+                    pids1, mach1 = group_cpu_by_pid(w.pid), machine_cpu()
+                    cpu1 = sum(pids1.values())
+                    redis1 = self._redis_work()
                     left = self._left_queued()
                     break
                 now = time.time()
@@ -122,6 +129,7 @@ class Bench:
         finally:
             w.stop()
         first = self._first(argv is not None)
+        per_process = self._per_process() if argv is not None else None
         self.flush()
         if c == 0 or first is None:
             raise StepError(f"no task finished in {time.time() - spawned:.0f}s: {w.log_tail()}")
@@ -130,7 +138,35 @@ class Bench:
                   else None)
         return {"rate": c / secs if secs > 0 else float("inf"), "n": c, "asked": n, "seconds": secs,
                 "bytes_per_pending_task": per_task, "processes": processes, "cpu_us_per_task": cpu_us,
-                "wall_from_spawn": t_last - spawned, "partial": partial, "left_queued": left}
+                "wall_from_spawn": t_last - spawned, "first_from_spawn": first - spawned, "partial": partial,
+                "left_queued": left,
+                "redis_cpu_us_per_task": (redis1[0] - redis0[0]) / c * 1e6,
+                # the same window as cpu_us_per_task: cores the whole machine kept busy, and each process's CPU
+                "machine_busy_cores": ((mach1[0] - mach0[0]) / (mach1[1] - mach0[1]) * (os.cpu_count() or 1)
+                                       if mach1[1] > mach0[1] else None),
+                "cpu_s_by_pid": {p: round(v - pids0.get(p, 0.0), 3) for p, v in pids1.items()},
+                "redis_calls_per_task": {k: round((v - redis0[1].get(k, 0)) / c, 3) for k, v in redis1[1].items()
+                                         if v - redis0[1].get(k, 0) > 0},
+                **({"per_process": per_process} if per_process is not None else {})}
+
+    def _redis_work(self) -> tuple[float, dict[str, int]]:
+        """The server's CPU so far (user+sys, s) and each command's calls (INFO commandstats)."""
+        cpu = self.r.info("cpu")
+        calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in self.r.info("commandstats").items()}
+        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls
+
+    def _per_process(self) -> list[dict[str, Any]]:
+        """Each worker process's tasks and the times of its first and last one, relative to the earliest first."""
+        firsts = {k.decode(): float(v) for k, v in self.r.zrange(KEY_FIRSTS, 0, -1, withscores=True)}  # type: ignore[union-attr]
+        rows: dict[bytes, bytes] = self.r.hgetall(KEY_PROGRESS_BY_PID)  # type: ignore[assignment]
+        t0 = min(firsts.values(), default=0.0)
+        out = []
+        for pid, v in sorted(rows.items()):
+            c, last = v.decode().split()
+            first = firsts.get(pid.decode())
+            out.append({"pid": int(pid), "tasks": int(c), "first": None if first is None else first - t0,
+                        "last": float(last) - t0})
+        return out
 
     def _progress(self, multi: bool) -> tuple[int, float]:
         """(tasks counted so far, time of the last one counted)."""
@@ -214,11 +250,17 @@ class Bench:
 
 
 def group_cpu(pgid: int | None) -> float:
-    """User+sys CPU seconds of the live processes of process group pgid (a worker and its children), from /proc."""
+    """User+sys CPU seconds of the live processes of process group pgid and of their descendants (a worker and
+    its children, which may lead sessions of their own: `asynqpy worker --processes N`), from /proc."""
+    return sum(group_cpu_by_pid(pgid).values())
+
+
+def group_cpu_by_pid(pgid: int | None) -> dict[int, float]:
+    """group_cpu's CPU seconds of each of those processes."""
     if pgid is None:
-        return 0.0
+        return {}
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    procs: dict[int, tuple[int, int, float]] = {}  # pid -> (ppid, pgrp, CPU seconds)
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -227,9 +269,28 @@ def group_cpu(pgid: int | None) -> float:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:  # after the name: state, ppid, pgrp, ..., utime (12), stime (13)
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+        # after the name: state, ppid, pgrp, ..., utime (12), stime (13)
+        procs[int(entry)] = (int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / tick)
+    ours = {pid for pid, (_, pgrp, _) in procs.items() if pgrp == pgid}
+    grown = True
+    while grown:
+        more = {pid for pid, (ppid, _, _) in procs.items() if ppid in ours and pid not in ours}
+        ours |= more
+        grown = bool(more)
+    return {pid: procs[pid][2] for pid in ours}
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far, every core summed (/proc/stat's first line)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+    total = sum(vals[:8])  # guest time is already counted in user
+    return (total - idle) / tick, total / tick
 
 
 def reason(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from asynqpy import Client, Task
@@ -96,3 +97,46 @@ def test_shutdown_requeues_a_running_sync_handler_and_exits_without_finishing_it
     time.sleep(max(0.0, started + 4 - time.monotonic()))  # past the moment the handler would have finished
     assert not r.hexists(MARKER, tid)  # the stopping process never finished the requeued task
     assert TaskMessage.FromString(r.hget(keys.task("default", tid), "msg")).retried == 0
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sessions and autogroups are Linux's")
+def test_supervised_workers_lead_their_own_sessions_and_stop_when_the_supervisor_is_killed(
+        redis_url: str, r: redis.Redis) -> None:
+    env = {**os.environ, "TEST_REDIS_URL": redis_url}
+    p = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
+                          redis_url, "--processes", "2", "--concurrency", "2"], cwd=ROOT, env=env,
+                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: r.zcard(keys.SERVERS) == 2, timeout=30, what="two servers registered")
+        workers = [c for c in _children(p.pid) if os.getsid(c) == c]
+        assert len(workers) == 2  # each its own session (and so its own scheduler autogroup)
+        assert all(os.getpgid(c) == c for c in workers)
+        p.send_signal(signal.SIGKILL)  # no relay: the kernel's death signal stops them, gracefully
+        p.wait(10)
+        wait_for(lambda: not any(_running(c) for c in workers), timeout=30, what="the orphaned workers to exit")
+        wait_for(lambda: r.zcard(keys.SERVERS) == 0, timeout=5, what="servers to clear their state")
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def _running(pid: int) -> bool:
+    """pid is a live process (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return b"Z" not in stat.rsplit(b")", 1)[1][:3]

@@ -14,7 +14,8 @@
 -- q.waiters, q.me, q.offered: the queue's waiters, the server's id, and whether its registration stood as far as
 -- the server knows. When it did and is gone now while the list was empty, a hand-off consumed it and the
 -- server's lane popped the task already and is about to start it: take_handed() then says one slot is held
--- (the caller takes one task fewer), so that the lane finds the slot it offered.
+-- (the caller takes one task fewer), so that the lane finds the slot it offered. When it did and still stands,
+-- the list is empty (see register_waiter.lua) and is not asked: an idle poll's one command per queue here.
 -- An id whose hash is gone is dropped from active rather than handed out.
 -- With limits on the queue (see _limits.lua), the tasks waiting for a limit that now has room start first,
 -- and a pending task over its limit goes to that limit's wait list instead of starting (at most
@@ -41,6 +42,11 @@ end
 -- what an enqueue script handed to this server in q (see q.box above), its rows appended as start()'s; returns
 -- how many it took and how many slots its lane holds (1 when a hand-off was consumed and the lane popped it)
 local function take_handed(q, max, expiry, with_since, with_wait, tag, out)
+  -- A registration stands only while its list is empty (register_waiter.lua refuses while the list holds a task;
+  -- a hand-off removes the registration it uses): an idle poll that finds it standing asks nothing more.
+  if q.offered and redis.call("ZSCORE", q.waiters, q.me) then
+    return 0, 0
+  end
   local n = 0
   local since, popped
   -- read before popping: a script's first write lifts Redis's OOM refusal for the writes after it
@@ -61,7 +67,7 @@ local function take_handed(q, max, expiry, with_since, with_wait, tag, out)
       n = n + 1
     end
   end
-  if not popped and q.offered and n < max and not redis.call("ZSCORE", q.waiters, q.me) then
+  if not popped and q.offered and n < max then  -- (its registration is gone: asked above)
     return n, 1
   end
   return n, 0
