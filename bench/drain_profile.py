@@ -1,6 +1,6 @@
 """Where a drained task's CPU goes: one worker Server drains N no-op tasks in this process, under cProfile.
 
-    python bench/drain_profile.py [--tasks 20000] [--redis-url URL] [--cli-hooks] [--no-profile] [--top 25]
+    python bench/drain_profile.py [--tasks 20000] [--queues 1] [--redis-url URL] [--cli-hooks] [--no-profile] [--top 25]
 
 It fills the queue with N tasks (Client.enqueue_many), serves them with one Server (concurrency 10, the bench's
 settings), and counts the CPU of this process (user+sys) from the first handler call to the last one. With the
@@ -53,16 +53,24 @@ def bucket_of(path: str, func: str) -> str:
     return "other"
 
 
-def fill(url: str, n: int) -> None:
+def queue_names(n: int) -> list[str]:
+    return ["default"] if n == 1 else [f"q{i:03d}" for i in range(n)]
+
+
+def fill(url: str, n: int, queues: int = 1) -> None:
+    """n tasks, the i-th in queue i mod queues (as bench/scale_bench.py fills them)."""
+    names = queue_names(queues)
     with Client(url) as c:
-        for start in range(0, n, 5000):
-            for res in c.enqueue_many([Task("bench:noop", json.dumps({"k": "d", "t": 0.0}).encode())
-                                       for _ in range(min(5000, n - start))]):
-                if isinstance(res, Exception):
-                    raise res
+        for qi, q in enumerate(names):
+            count = len(range(qi, n, len(names)))
+            for start in range(0, count, 5000):
+                for res in c.enqueue_many([Task("bench:noop", json.dumps({"k": "d", "t": 0.0}).encode())
+                                           for _ in range(min(5000, count - start))], queue=q):
+                    if isinstance(res, Exception):
+                        raise res
 
 
-def drain(url: str, n: int, *, cli_hooks: bool, profile: cProfile.Profile | None) -> dict[str, Any]:
+def drain(url: str, n: int, *, cli_hooks: bool, profile: cProfile.Profile | None, queues: int = 1) -> dict[str, Any]:
     mux = ServeMux()
     seen = {"count": 0, "cpu0": 0.0, "t0": 0.0, "cpu1": 0.0, "t1": 0.0}
     done = asyncio.Event()
@@ -85,7 +93,7 @@ def drain(url: str, n: int, *, cli_hooks: bool, profile: cProfile.Profile | None
     if cli_hooks:
         from asynqpy.failurelog import FailureLog
         hooks = (FailureLog(),)
-    server = Server(url, concurrency=10, queues={"default": 1}, outcome_hooks=hooks)
+    server = Server(url, concurrency=10, queues={q: 1 for q in queue_names(queues)}, outcome_hooks=hooks)
 
     async def main() -> None:
         serving = asyncio.create_task(server.serve(mux))
@@ -122,18 +130,22 @@ def breakdown(profile: cProfile.Profile, tasks: int, top: int) -> None:
             print(f"  {tt / tasks * 1e6:6.2f} us  {name:<60} [{b}]")
 
 
-def redis_work(r: Any) -> tuple[float, dict[str, int]]:
-    """The server's CPU so far (user+sys, s) and each command's calls (INFO commandstats)."""
+def redis_work(r: Any) -> tuple[float, dict[str, int], int]:
+    """The server's CPU so far (user+sys, s), each command's calls (INFO commandstats) and EVALSHA's usec (the
+    scripts' time as the server counts it, their commands included)."""
     cpu = r.info("cpu")
-    calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls
+    stats = r.info("commandstats")
+    calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls,
+            int(stats.get("cmdstat_evalsha", {}).get("usec", 0)))
 
 
-def print_redis_work(before: tuple[float, dict[str, int]], after: tuple[float, dict[str, int]], tasks: int) -> None:
+def print_redis_work(before: tuple[float, dict[str, int], int], after: tuple[float, dict[str, int], int],
+                     tasks: int) -> None:
     """What the drain cost Redis per task (the worker's start and stop included, and the INFO calls' own)."""
     calls = {k: n - before[1].get(k, 0) for k, n in after[1].items() if n - before[1].get(k, 0) > 0}
-    print(f"Redis: {(after[0] - before[0]) / tasks * 1e6:.1f} us CPU per task, "
-          f"{sum(calls.values()) / tasks:.2f} commands per task: "
+    print(f"Redis: {(after[0] - before[0]) / tasks * 1e6:.1f} us CPU per task ({(after[2] - before[2]) / tasks:.1f} in "
+          f"EVALSHA), {sum(calls.values()) / tasks:.2f} commands per task: "
           + ", ".join(f"{k} {n / tasks:.3f}" for k, n in sorted(calls.items(), key=lambda kv: -kv[1])), flush=True)
 
 
@@ -147,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redis-stats", action="store_true",
                     help="also the Redis server's work per task during the drain: its CPU and each command's calls "
                          "(INFO commandstats, commands run by scripts included)")
+    ap.add_argument("--queues", type=int, default=1,
+                    help="queues of equal weight, the tasks spread over them in turn (as bench/scale_bench.py's)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--lanes", type=int, choices=(1, 2), default=None,
                     help="fetch lanes of the processor (default: asynqpy.processor.FETCH_LANES)")
@@ -165,10 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for _ in range(args.rounds):
             r.flushdb()
-            fill(url, args.tasks)
+            fill(url, args.tasks, args.queues)
             profile = None if args.no_profile else cProfile.Profile()
             before = redis_work(r) if args.redis_stats else None
-            res = drain(url, args.tasks, cli_hooks=args.cli_hooks, profile=profile)
+            res = drain(url, args.tasks, cli_hooks=args.cli_hooks, profile=profile, queues=args.queues)
             print(f"drained {res['tasks']:,} tasks: {res['rate']:,.0f}/s, {res['cpu_us_per_task']:.1f} us CPU per task"
                   + (" (under the profiler)" if profile is not None else ""), flush=True)
             if before is not None:
