@@ -1,4 +1,4 @@
-"""Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY.
+"""Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY, a denied command.
 
 Each is a context manager that puts the server at url into the fault for the length of the with-block and
 restores its configuration after, whatever happens in the block. The fixtures fault_server, fault_url and
@@ -12,6 +12,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -112,6 +113,15 @@ def read_only_keeping_data(url: str) -> Iterator[None]:
     finally:
         r.replicaof("NO", "ONE")
         r.close()
+
+
+def blpop_denied(r: redis.Redis, url: str) -> str:
+    """The URL of a user "worker" on r's server who may run everything but BLPOP (an ACL refusal: a worker's
+    hand-off lane registers, a script, but can never pop what producers hand it)."""
+    r.acl_setuser("worker", enabled=True, passwords=["+pw"], keys=["~*"], channels=["*"],
+                  commands=["+@all", "-blpop"])
+    u = urlsplit(url)
+    return urlunsplit(u._replace(netloc=f"worker:pw@{u.hostname}:{u.port}"))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.wire import TaskMessage
 from tests.helpers import running, wait_for
+from tests.redisfaults import blpop_denied
 
 pytestmark = pytest.mark.cluster_too
 
@@ -313,10 +314,7 @@ def test_a_task_handed_over_keeps_its_place_when_the_lane_cannot_pop(redis_url: 
     # A real fault: the worker's user may not BLPOP, so its lane registers (a script) but never pops what
     # producers hand it. The fetch takes what was handed over before the task enqueued after it, rather than
     # running the later one first (and leaving the first in the hand-off list).
-    r.acl_setuser("worker", enabled=True, passwords=["+pw"], keys=["~*"], channels=["*"],
-                  commands=["+@all", "-blpop"])
-    u = urlsplit(redis_url)
-    url = urlunsplit(u._replace(netloc=f"worker:pw@{u.hostname}:{u.port}"))
+    url = blpop_denied(r, redis_url)
     mux = ServeMux()
     ran: list[str] = []
     mux.handle("t", lambda t: ran.append(t.payload.decode()))

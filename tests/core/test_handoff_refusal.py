@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -15,6 +14,7 @@ from asynqpy import Client, ServeMux, Task
 from asynqpy.rdb import broker, handoff_io, keys
 from asynqpy.rdb.scripts import SyncRunner
 from tests.helpers import running, wait_for
+from tests.redisfaults import blpop_denied
 
 pytestmark = pytest.mark.cluster_too
 
@@ -84,10 +84,7 @@ def test_a_lane_refused_its_registration_does_not_offer_and_its_task_runs_first(
     # The worker's user may not BLPOP: a task handed to it waits in its hand-off list. Its lane's next registration
     # is refused while the list holds it (no producer hands it more; it does not offer), and the fetch takes it
     # before the task enqueued after it.
-    r.acl_setuser("worker", enabled=True, passwords=["+pw"], keys=["~*"], channels=["*"],
-                  commands=["+@all", "-blpop"])
-    u = urlsplit(redis_url)
-    url = urlunsplit(u._replace(netloc=f"worker:pw@{u.hostname}:{u.port}"))
+    url = blpop_denied(r, redis_url)
     mux = ServeMux()
     ran: list[str] = []
     mux.handle("t", lambda t: ran.append(t.payload.decode()))
