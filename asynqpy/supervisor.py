@@ -127,17 +127,18 @@ def run_workers(spec: WorkerSpec, processes: int) -> int:
         p.start()
         return p
 
+    def relay(sig: int) -> None:
+        for p in children:  # the children lead their own sessions: a terminal's signal reaches only this process
+            if p.is_alive() and p.pid:
+                os.kill(p.pid, sig)
+
     def on_signal(signum: int, _frame: Any) -> None:
         nonlocal stopping
         stopping = True
-        for p in children:
-            if p.is_alive() and p.pid:
-                p.terminate()  # SIGTERM: each child shuts down gracefully
+        relay(signal.SIGTERM)  # each child shuts down gracefully
 
     def on_tstp(signum: int, _frame: Any) -> None:
-        for p in children:  # the children lead their own sessions: Ctrl-Z reaches only this process
-            if p.is_alive() and p.pid:
-                os.kill(p.pid, signal.SIGTSTP)  # each stops fetching new tasks
+        relay(signal.SIGTSTP)  # each child stops fetching new tasks
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
