@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from asynqpy.loop import Loop
 from asynqpy.rdb import broker
@@ -109,17 +110,20 @@ class Forwarder(Loop):
         finally:
             self._wake.clear()
 
-    async def _wait(self, loop: asyncio.AbstractEventLoop, arm: Callable[..., object], seconds: float) -> None:
-        """Until the timer that arm(seconds, _release, future) sets ends, or a wake-up."""
+    async def _wait(self, loop: asyncio.AbstractEventLoop, arm: Callable[..., _Cancellable], seconds: float) -> None:
+        """Until the timer that arm(seconds, _release, future) sets ends, or a wake-up (the timer is then
+        cancelled: a call_later handle, or the thread's future, whose release would find the timer done)."""
         timer = self._timer = loop.create_future()
         handle = arm(seconds, _release, timer)
         try:
             await timer
         finally:
-            cancel = getattr(handle, "cancel", None)
-            if cancel is not None:
-                cancel()
+            handle.cancel()
             self._timer = None
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> object: ...
 
 
 def _release(timer: asyncio.Future[None]) -> None:
@@ -128,7 +132,7 @@ def _release(timer: asyncio.Future[None]) -> None:
 
 
 def _sleep_in_thread(seconds: float, release: Callable[[asyncio.Future[None]], None],
-                     timer: asyncio.Future[None]) -> None:
+                     timer: asyncio.Future[None]) -> asyncio.Future[None]:
     """call_later's shape, slept to the microsecond in the loop's default executor (a wake-up may release the
     timer first: the thread's release then finds it done)."""
     loop = timer.get_loop()
@@ -139,4 +143,4 @@ def _sleep_in_thread(seconds: float, release: Callable[[asyncio.Future[None]], N
             loop.call_soon_threadsafe(release, timer)
         except RuntimeError:  # the loop closed meanwhile (a stop): nothing waits any more
             pass
-    loop.run_in_executor(None, sleep)
+    return loop.run_in_executor(None, sleep)
