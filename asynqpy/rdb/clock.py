@@ -29,18 +29,16 @@ class ClockOffset:
     offset: float
     round_trip: float
 
-    @property
-    def trusted(self) -> bool:
-        """Whether the round trip was short enough (MAX_ROUND_TRIP) for the offset to be used."""
-        return self.round_trip <= MAX_ROUND_TRIP
 
-
-async def measure(runner: AsyncRunner) -> ClockOffset:
-    """One TIME round trip (on a Redis Cluster, one node's clock stands for all: they should agree). Raises
-    redis-py's errors (the caller's loop treats them as Redis trouble)."""
+async def measure(runner: AsyncRunner) -> ClockOffset | None:
+    """One TIME round trip (on a Redis Cluster, one node's clock stands for all: they should agree); None when it
+    took longer than MAX_ROUND_TRIP (the offset is not to be used: callers keep the last one). Raises redis-py's
+    errors (the caller's loop treats them as Redis trouble)."""
     t0, p0 = time.time(), time.perf_counter()
     sec, usec = await runner.run(state.server_time())
     rtt = time.perf_counter() - p0
+    if rtt > MAX_ROUND_TRIP:
+        return None
     return ClockOffset(offset=sec + usec / 1e6 - (t0 + rtt / 2), round_trip=rtt)
 
 

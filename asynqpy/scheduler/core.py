@@ -365,7 +365,7 @@ class Scheduler:
         except Exception as exc:  # Redis trouble, noted as every step's: the last offset stays
             self.trouble.note(exc, "cannot read Redis's clock")
             return
-        if not measured.trusted:  # too long a round trip to judge the offset by (a partition, a long script)
+        if measured is None:  # too long a round trip to judge the offset by (a partition, a long script)
             return
         before, self.clock.offset = self.clock.offset, measured.offset
         warn = redis_clock.WARN_OFFSET
