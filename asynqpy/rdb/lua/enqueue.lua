@@ -10,14 +10,14 @@
 -- #include _room.lua
 -- #include _limits.lua
 -- #include _handoff.lua
-local full = ARGV[8] ~= "1" and refusal(string.sub(KEYS[2], 1, -8), clock("").ms, 0)
+local now = clock("")  -- read once: each redis.call from a script costs a few us (TIME included)
+local full = ARGV[8] ~= "1" and refusal(string.sub(KEYS[2], 1, -8), now.ms, 0)
 if full then
   return full
 end
 if redis.call("EXISTS", KEYS[1]) == 1 then
   return 0
 end
-local now = clock("")
 redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "pending", "pending_since", now.ns)
 redis.call("LPUSH", KEYS[2], ARGV[2])
 handoff_or_wake(KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[5])),

@@ -8,7 +8,8 @@
 -- #include _room.lua
 -- #include _limits.lua
 -- #include _handoff.lua
-local full = refusal(string.sub(KEYS[3], 1, -8), clock("").ms, 0)
+local now = clock("")  -- read once: each redis.call from a script costs a few us (TIME included)
+local full = refusal(string.sub(KEYS[3], 1, -8), now.ms, 0)
 if full then
   return full
 end
@@ -19,7 +20,6 @@ end
 if redis.call("EXISTS", KEYS[2]) == 1 then
   return 0
 end
-local now = clock("")
 redis.call("HSET", KEYS[2], "msg", ARGV[3], "state", "pending", "pending_since", now.ns, "unique_key", KEYS[1])
 redis.call("LPUSH", KEYS[3], ARGV[1])
 handoff_or_wake(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[6])),
