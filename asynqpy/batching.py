@@ -19,9 +19,11 @@ from typing import Any
 from asynqpy.errors import InvalidArgumentError, TaskIDConflictError
 from asynqpy.options import EnqueueOptions, TaskOptions, check_int, check_task_type, new_task_ids
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.overlap import Pack
 from asynqpy.rdb.packer import EnqueuePacker, ManyPacker, MessageTemplate
-from asynqpy.rdb.scripts import AsyncRunner, Call, Script, pack_command
+from asynqpy.rdb.resp import pack_command
+from asynqpy.rdb.scripts import Call, Script
 from asynqpy.task import Task, TaskInfo, TaskState
 
 MAX_ROUND_TRIP = 1000  # AsyncEnqueuer: tasks sent in one round trip at most

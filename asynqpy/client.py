@@ -18,10 +18,12 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, NotDurableError, TaskIDConflictError, mask_url
 from asynqpy.options import EnqueueOptions, TaskOptions, new_task_id, options_from
 from asynqpy.rdb import broker, state
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
 from asynqpy.rdb.overlap import asend_overlapped, send_overlapped
 from asynqpy.rdb.packer import SingleEnqueue
-from asynqpy.rdb.scripts import AsyncRunner, Call, SyncRunner
+from asynqpy.rdb.scripts import Call
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.task import Task, TaskInfo
 from asynqpy.wire import TaskMessage
 

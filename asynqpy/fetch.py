@@ -13,8 +13,9 @@ from typing import Any
 from asynqpy.config import ServerConfig
 from asynqpy.connection import is_cluster
 from asynqpy.rdb import broker
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import TroubleLog
-from asynqpy.rdb.scripts import AsyncRunner, Call
+from asynqpy.rdb.scripts import Call
 
 # queue, task id, msg bytes, pending_since (Unix s), the limit it waited on (None: it did not wait on one)
 Dequeued = tuple[str, str, bytes, float | None, str | None]

@@ -13,8 +13,8 @@ from redis.crc import key_slot
 
 from asynqpy.connection import aconnect, is_cluster
 from asynqpy.rdb import broker, handoff_io, keys
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import TroubleLog
-from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.runtime import Runtime
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.rdb.failures import reaching
-from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.rdb.state import add_mark
+from asynqpy.rdb.sync_runner import SyncRunner
 
 MAX_LABEL = 200
 

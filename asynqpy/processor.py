@@ -1,10 +1,9 @@
-"""Processor: fetches tasks in batches into free worker slots, runs their handlers, and records outcomes."""
+"""Processor: fetches tasks in batches into free worker slots and runs their handlers under their deadlines."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -12,47 +11,24 @@ from typing import Any
 
 from asynqpy import tracing
 from asynqpy.acker import Acker
-from asynqpy.errors import MalformedTaskError, RevokeTask, SkipRetry
+from asynqpy.errors import MalformedTaskError
 from asynqpy.fetch import Dequeued, Offer, Riders, dequeue_for, forget_dry
+from asynqpy.finisher import DeadlineExceeded, Finisher, StopRequested, task_deadline
 from asynqpy.handoff import HandoffListener
-from asynqpy.mux import Handler, HandlerNotFound, ServeMux, route_of
-from asynqpy.outcome import Outcome, call_hooks, task_outcome
+from asynqpy.mux import Handler, ServeMux, route_of
 from asynqpy.rdb import broker
-from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient
-from asynqpy.rdb.scripts import Call
-from asynqpy.retry import failure_call
+from asynqpy.rdb.failures import Degraded, TroubleLog
 from asynqpy.runtime import ActiveTask, Runtime
 from asynqpy.syncer import Syncer
 from asynqpy.task import ReceivedTask
 from asynqpy.threads import HandlerThreads
-from asynqpy.wire import TaskMessage, decode_task_message
+from asynqpy.wire import decode_task_message
 
 log = logging.getLogger("asynqpy")
 
-DEFAULT_DEADLINE = 1800.0  # asynq: a task with neither timeout nor deadline gets 30 minutes
-# The error texts asynq stores, so Go's tools and ours read them alike.
-ERR_DEADLINE = "context deadline exceeded"
-ERR_CANCELED = "context canceled"
-ERR_LEASE = "asynq: task lease expired"
 # Fetch loops while the queues have a backlog: with 2, one dequeue is in flight while the batch the other got runs
 # (bench/drain_profile.py --lanes 1 measures without).
 FETCH_LANES = 2
-
-
-
-def error_text(exc: BaseException) -> str:
-    if isinstance(exc, HandlerNotFound):
-        return str(exc)
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def task_deadline(msg: TaskMessage, now: float) -> float:
-    """asynq's rule: min(now + timeout, deadline) of those set; 30 minutes when neither is."""
-    timeout, deadline = msg.timeout, msg.deadline  # (each read of a message's field decodes it anew)
-    if timeout > 0:
-        return float(deadline) if 0 < deadline < now + timeout else now + timeout
-    return float(deadline) if deadline > 0 else now + DEFAULT_DEADLINE
 
 
 class Processor:
@@ -78,7 +54,13 @@ class Processor:
         self._fetched.set()
         self._stopping = asyncio.Event()
         self.trouble = TroubleLog("processor")  # the fetch loop's
-        self.write_trouble = TroubleLog("processor")  # writes of task outcomes
+        self.finisher = Finisher(rt, acker, syncer, on_retry, self.hooks)
+        self.write_trouble = self.finisher.write_trouble  # writes of task outcomes
+        # The finisher's methods bound once: _execute calls them as it called the processor's own.
+        self._succeeded = self.finisher.succeeded
+        self._finish = self.finisher.finish
+        self._write_now = self.finisher.write_now
+        self._write = self.finisher.write
         self._slot = asyncio.Event()  # the fetch loop's
         self._slot_waiters: set[asyncio.Future[None]] = set()  # wait_for_slot()'s
         self._wake = asyncio.Event()
@@ -89,7 +71,6 @@ class Processor:
         self._busy = asyncio.Event()  # the queues have a backlog: the second fetch lane runs
         self._idle = asyncio.Event()
         self._idle.set()
-        self._writes: set[asyncio.Task[None]] = set()
         self.handoff = HandoffListener(rt, self)
         self._offer = Offer(rt.server_id, self.handoff.offering)
         self._write_result = rt.write_result
@@ -317,7 +298,7 @@ class Processor:
             else:  # the mux's router without middleware or tracing: its handler, without the router's own await
                 await route(at.received.type)(at.received)
         except asyncio.CancelledError:
-            outcome = _DeadlineExceeded() if at.stop_reason == "deadline" else _StopRequested(at.stop_reason)
+            outcome = DeadlineExceeded() if at.stop_reason == "deadline" else StopRequested(at.stop_reason)
         except BaseException as exc:
             outcome = exc
         finally:
@@ -345,94 +326,6 @@ class Processor:
             at.stop_reason = "deadline"
             at.handle.cancel()
 
-    def _outcome(self, at: ActiveTask, outcome: Outcome, error: str = "") -> None:
-        hooks = self.hooks
-        if hooks:
-            ended = at.ended or time.time()
-            call_hooks(hooks, task_outcome(at.queue, at.msg.type, at.msg.id, outcome, at.started,
-                                           max(0.0, ended - at.started), at.wait, error, at.limit))
-
-    def _succeeded(self, at: ActiveTask) -> None:
-        """The handler returned: the outcome hooks, then the acker (done, or completed with retention)."""
-        msg, received = at.msg, at.received  # (the task's type and id read from the ReceivedTask: a message's
-        at.ended = ended = time.time()       # fields are decoded anew at each read)
-        hooks = self.hooks
-        if hooks:
-            started = at.started
-            call_hooks(hooks, task_outcome(at.queue, received.type, received.id, "success", started,
-                                           ended - started if ended > started else 0.0, at.wait, "", at.limit))
-        retention = msg.retention
-        if retention > 0:
-            msg.completed_at = int(ended)
-            self.acker.complete(at.queue, received.id, ended + retention, msg.SerializeToString(), msg.unique_key)
-        else:
-            self.acker.done(at.queue, received.id, msg.unique_key)
-
-    async def _finish(self, at: ActiveTask, outcome: BaseException | None) -> None:
-        q, msg = at.queue, at.msg
-        if outcome is None:
-            self._succeeded(at)
-            return
-        at.ended = time.time()
-        if isinstance(outcome, RevokeTask):
-            self._outcome(at, "revoked", str(outcome))
-            self.acker.done(q, msg.id, msg.unique_key)
-            return
-        if isinstance(outcome, _StopRequested):
-            if outcome.reason == "canceled":
-                await self._fail(at, outcome, ERR_CANCELED)
-            elif outcome.reason == "lease":
-                log.warning("processor: lease of task %s lapsed; leaving it to the recoverer", msg.id)
-                self.rt.active.pop(msg.id, None)
-            return  # "shutdown": the server requeues it
-        if isinstance(outcome, _DeadlineExceeded):
-            await self._fail(at, outcome, ERR_DEADLINE)
-            return
-        await self._fail(at, outcome, error_text(outcome), skip=isinstance(outcome, SkipRetry))
-
-    async def _fail(self, at: ActiveTask, exc: BaseException, err: str, *, skip: bool = False) -> None:
-        msg, q = at.msg, at.queue
-        await self._report(at, exc)
-        call, decision = failure_call(self.cfg, q, msg, exc, at.received, error=err, now=self.rt.redis_now(),
-                                      skip=skip)  # the retry is due by Redis's clock
-        canceled = isinstance(exc, _StopRequested) and exc.reason == "canceled"
-        self._outcome(at, "canceled" if canceled else "archived" if decision.archive else "retry", err)
-        await self._write_now(call, what=call.script.name, task_id=msg.id)
-        self.rt.active.pop(msg.id, None)  # written, or held by the syncer: nobody renews its lease any more
-        if not decision.archive:
-            self.on_retry()
-
-    async def _report(self, at: ActiveTask, exc: BaseException) -> None:
-        handler = self.cfg.error_handler
-        if handler is None:
-            return
-        try:
-            res = handler(at.received, exc)
-            if inspect.isawaitable(res):
-                await res
-        except Exception:
-            log.exception("processor: error_handler raised")
-
-    async def _write_now(self, call: Call[object], *, what: str, task_id: str) -> None:
-        """Run a task's state write now; on transient trouble hand it to the syncer (held until the task's lease
-        would lapse); a write that fails as a bug is logged, and the recoverer retries the task after its lease."""
-        try:
-            await self.rt.runner.run(call)
-        except Exception as exc:
-            if is_transient(exc):
-                self.write_trouble.note(exc, f"{what} of task {task_id} held for the syncer")
-                self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what,
-                                task_ids=(task_id,))
-            else:
-                log.error("processor: %s of task %s failed (%s: %s); the recoverer retries it once its lease lapses",
-                          what, task_id, type(exc).__name__, exc)
-        else:
-            self.write_trouble.ok()
-
-    def _write(self, call: Call[object], *, what: str, task_id: str) -> None:
-        t = asyncio.create_task(self._write_now(call, what=what, task_id=task_id))
-        self._writes.add(t)  # keep a reference until it is done
-        t.add_done_callback(self._writes.discard)
 
     # lifecycle
 
@@ -482,13 +375,3 @@ class Processor:
 def _settle(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-class _StopRequested(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _DeadlineExceeded(Exception):
-    pass

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from asynqpy.errors import LeaseExpiredError, MalformedTaskError
+from asynqpy.finisher import ERR_LEASE, task_deadline
 from asynqpy.loop import Loop
-from asynqpy.processor import ERR_LEASE, task_deadline
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import is_transient
 from asynqpy.rdb.scripts import Call

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from asynqpy.config import ServerConfig
 from asynqpy.connection import aconnect, connect
 from asynqpy.rdb import keys, state
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import reaching
-from asynqpy.rdb.scripts import AsyncRunner, SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.task import ReceivedTask
 from asynqpy.wire import TaskMessage
 

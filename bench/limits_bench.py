@@ -31,7 +31,7 @@ import redis
 from asynqpy import Client, Limit, ReceivedTask, ServeMux, Server, Task
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.flow import limits, remove_limit, set_limit
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from bench.common import alternated, bench_redis
 
 GOAL = 0.05  # the goal: an unlimited queue drains under 5 % slower with limits defined

@@ -27,7 +27,7 @@ import redis
 from asynqpy import Client, ReceivedTask, ServeMux, Task
 from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.wire import decode_task_message
 from exporter.cli import make_server
 from inspector import Inspector

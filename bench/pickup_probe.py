@@ -211,20 +211,20 @@ def _collect(r: redis.Redis, n: int, deadline: float) -> list[dict[str, float]]:
 
 def probe_asynqpy(url: str, samples: int, log: Path) -> dict[str, list[float]]:
     from asynqpy import Client, Task
-    from asynqpy.rdb import scripts
+    from asynqpy.rdb import sync_runner
 
     r = redis.Redis.from_url(url)
     r.flushdb()
     proc = _spawn("asynqpy", url, log)
     client = Client(url)
     sent: list[float] = []
-    real_send = scripts.SyncRunner.send
+    real_send = sync_runner.SyncRunner.send
 
-    def timed_send(self: scripts.SyncRunner, packed: Any) -> list[Any]:
+    def timed_send(self: sync_runner.SyncRunner, packed: Any) -> list[Any]:
         sent.append(time.time())
         return real_send(self, packed)
 
-    scripts.SyncRunner.send = timed_send  # type: ignore[method-assign]
+    sync_runner.SyncRunner.send = timed_send  # type: ignore[method-assign]
     driver_gc = _DriverGC().__enter__()
     try:
         client.enqueue(Task("probe", json.dumps({"w": 1}).encode()))
@@ -240,7 +240,7 @@ def probe_asynqpy(url: str, samples: int, log: Path) -> dict[str, list[float]]:
         gcs = _gcs(r) + driver_gc.seen
     finally:
         driver_gc.__exit__()
-        scripts.SyncRunner.send = real_send  # type: ignore[method-assign]
+        sync_runner.SyncRunner.send = real_send  # type: ignore[method-assign]
         client.close()
         _stop(proc)
         r.flushdb()

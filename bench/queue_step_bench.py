@@ -27,7 +27,7 @@ import redis  # noqa: E402
 
 from asynqpy import Client, Task  # noqa: E402
 from asynqpy.rdb import broker  # noqa: E402
-from asynqpy.rdb.scripts import SyncRunner  # noqa: E402
+from asynqpy.rdb.sync_runner import SyncRunner  # noqa: E402
 
 QUEUES = [f"q{i:03d}" for i in range(100)]
 SERVER_ID = "bench-host:1:abc"

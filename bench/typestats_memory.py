@@ -14,8 +14,8 @@ import redis
 from asynqpy.embedded import EmbeddedServer
 from asynqpy.outcome import TaskOutcome
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.rdb.state import record_type_stats
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.typestats import TypeStats
 
 QUEUE = "default"  # the aggregates are per (queue, type): a type run in k queues costs k times this

@@ -134,7 +134,7 @@ def _fingerprints(prev: QueueSnapshot, old: Mapping[str, QueueInfo], due: set[st
 def _read(ctx: Ctx, names: list[str], now: float, due: set[str],
           prints: Mapping[str, str]) -> dict[str, QueueInfo | None]:
     """Per queue: its info read now, or None where its fingerprint in prints still holds; one round trip (run_many:
-    on a plain client the calls are packed by asynqpy.rdb.scripts, faster than redis-py's pipeline at ~15,000
+    on a plain client the calls are packed by asynqpy.rdb.resp, faster than redis-py's pipeline at ~15,000
     arguments). Raises the first call's error."""
     calls = queueread.calls(names, now, memory=due, fingerprints=prints, cluster=ctx.door.cluster)
     out: dict[str, QueueInfo | None] = {}

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from asynqpy.rdb import state
-from asynqpy.rdb.scripts import AsyncRunner
+from asynqpy.rdb.async_runner import AsyncRunner
 
 # Offsets beyond this many seconds are reported (log warning, the servers page, `explain`).
 WARN_OFFSET = 1.0

@@ -24,7 +24,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 if TYPE_CHECKING:
-    from asynqpy.rdb.scripts import AsyncRunner, Script, SyncRunner
+    from asynqpy.rdb.async_runner import AsyncRunner
+    from asynqpy.rdb.scripts import Script
+    from asynqpy.rdb.sync_runner import SyncRunner
 
 # One pack: its commands packed (RESP), and each command's script (None: no script call).
 Pack = tuple[Sequence[bytes], Sequence["Script | None"]]
@@ -35,7 +37,7 @@ def _missing(pack: Pack, raws: list[Any]) -> list[int]:
 
 
 def _as_evals(pack: Pack, missing: list[int]) -> Pack:
-    from asynqpy.rdb.scripts import as_eval
+    from asynqpy.rdb.resp import as_eval
 
     return [as_eval(pack[0][i], pack[1][i]) for i in missing], [None] * len(missing)  # type: ignore[arg-type]
 

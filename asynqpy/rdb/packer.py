@@ -14,7 +14,8 @@ from typing import Any
 
 from asynqpy.options import EnqueueOptions
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import Script, _arg, _head, pack
+from asynqpy.rdb.resp import encode_arg, evalsha_head, pack
+from asynqpy.rdb.scripts import Script
 from asynqpy.wire import TaskMessage
 
 _TID = "\x00tid\x00"
@@ -85,7 +86,7 @@ class EnqueuePacker:
         self.script: Script = call.script
         # The command as a bytes %-format: constant arguments packed once, a %s for each argument that holds
         # the task's id (before, after), its message (None) or its unique key ("").
-        fmt = [_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys)).replace(b"%", b"%%")]
+        fmt = [evalsha_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys)).replace(b"%", b"%%")]
         holes: list[tuple[str, str] | str | None] = []
         for value in (*call.keys, *call.args):
             if value == _DATA:
@@ -96,7 +97,7 @@ class EnqueuePacker:
                 before, after = value.split(_TID)
                 holes.append((before, after))
             else:
-                fmt.append(_seg(_arg(value)).replace(b"%", b"%%"))
+                fmt.append(_seg(encode_arg(value)).replace(b"%", b"%%"))
                 continue
             fmt.append(b"%s")
         self._fmt = b"".join(fmt)
@@ -151,11 +152,11 @@ class ManyPacker:
         self.script: Script = call.script
         self._nkeys = len(call.keys)
         self._nconst = len(call.keys) + len(call.args)
-        self._const = pack(call)[len(_head(call.script.sha, self._nconst, self._nkeys)):]
+        self._const = pack(call)[len(evalsha_head(call.script.sha, self._nconst, self._nkeys)):]
 
     def pack(self, tasks: Sequence[tuple[str, bytes]]) -> bytes:
         segs = [b"$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(tid), tid.encode(), len(data), data) for tid, data in tasks]
-        return _head(self.script.sha, self._nconst + 2 * len(tasks), self._nkeys) + self._const + b"".join(segs)
+        return evalsha_head(self.script.sha, self._nconst + 2 * len(tasks), self._nkeys) + self._const + b"".join(segs)
 
 
 def unique_key(queue: str, task_type: str, payload: bytes | None, opts: EnqueueOptions) -> str:

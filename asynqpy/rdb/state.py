@@ -1,9 +1,9 @@
 """Calls for what servers and schedulers publish about themselves, and the few plain commands of loops and clients.
 
 Lease extensions, the asynq:servers / asynq:workers / asynq:schedulers indexes, a scheduler entry's history,
-a server's health note, a task's result. Each is a small script run through the runners (rdb/scripts.py), so
-every command of every loop goes through asynqpy/rdb with one error handling; task state transitions are
-broker.py's.
+a server's health note, a task's result. Each is a small script run through the runners (rdb/sync_runner.py,
+rdb/async_runner.py), so every command of every loop goes through asynqpy/rdb with one error handling; task state
+transitions are broker.py's.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ from redis.exceptions import NoScriptError, RedisError
 
 from asynqpy.connection import is_cluster
 from asynqpy.rdb.failures import reaching, translate, url_of
-from asynqpy.rdb.scripts import Call, KeyOrArg, Script, SyncRunner, queue_call, queue_eval
+from asynqpy.rdb.scripts import Call, KeyOrArg, Script, queue_call, queue_eval
+from asynqpy.rdb.sync_runner import SyncRunner
 
 T = TypeVar("T")
 

@@ -33,9 +33,9 @@ from asynqpy.embedded import default_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError, QueueFullError
 from asynqpy.rdb import broker, keys, state
 from asynqpy.rdb import clock as redis_clock
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import Degraded, TroubleLog
 from asynqpy.rdb.ping import ping
-from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
 from asynqpy.task import Task
 from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, timestamp

@@ -10,8 +10,8 @@ from typing import Any
 
 from asynqpy.config import ServerConfig
 from asynqpy.errors import RevokeTask, SkipRetry
+from asynqpy.finisher import ERR_DEADLINE, error_text
 from asynqpy.mux import Handler, ServeMux
-from asynqpy.processor import ERR_DEADLINE, error_text
 from asynqpy.retry import decide
 from asynqpy.task import ReceivedTask, Task
 from asynqpy.testing.results import TaskResult

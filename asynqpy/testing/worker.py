@@ -13,7 +13,8 @@ from asynqpy.errors import InvalidArgumentError
 from asynqpy.mux import AsyncHandler, Handler, ServeMux
 from asynqpy.outcome import TaskOutcome
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import Call, SyncRunner, load_script
+from asynqpy.rdb.scripts import Call, load_script
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.server import Server
 from asynqpy.task import ReceivedTask
 from asynqpy.testing.results import Attempt, DrainReport, TaskRun

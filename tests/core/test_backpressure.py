@@ -14,7 +14,7 @@ from asynqpy.backpressure import parse_duration
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.flow import clear_queue_limit, queue_limit, set_queue_limit
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 
 pytestmark = pytest.mark.cluster_too
 

@@ -16,8 +16,8 @@ from asynqpy.connection import aconnect
 from asynqpy.fetch import Riders, dequeue_for
 from asynqpy.outcome import TaskOutcome, task_outcome
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import TroubleLog
-from asynqpy.rdb.scripts import AsyncRunner
 from asynqpy.task import ReceivedTask
 from asynqpy.wire import decode_task_message
 from tests.helpers import running, wait_for

@@ -15,7 +15,8 @@ from asynqpy import AsyncClient, Client, DuplicateTaskError, Task, TaskIDConflic
 from asynqpy.client import message
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
-from asynqpy.rdb.scripts import Call, pack, pack_command, script
+from asynqpy.rdb.resp import pack, pack_command
+from asynqpy.rdb.scripts import Call, script
 from asynqpy.task import TaskInfo
 from asynqpy.wire import TaskMessage
 

@@ -16,9 +16,11 @@ from asynqpy.config import ServerConfig
 from asynqpy.connection import aconnect
 from asynqpy.fetch import Dequeued, _order, dequeue_for, forget_dry
 from asynqpy.rdb import broker, keys
+from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import TroubleLog
 from asynqpy.rdb.flow import set_limit
-from asynqpy.rdb.scripts import AsyncRunner, SyncRunner, script
+from asynqpy.rdb.scripts import script
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.wire.codec import decode_task_message
 from tests.helpers import running, wait_for
 

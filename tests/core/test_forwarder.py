@@ -84,7 +84,7 @@ def test_an_idle_forward_pass_reads_one_zrange_per_set(redis_url: str, r: redis.
     from collections import Counter
 
     from asynqpy.rdb import broker
-    from asynqpy.rdb.scripts import SyncRunner
+    from asynqpy.rdb.sync_runner import SyncRunner
 
     def commands() -> Counter[str]:
         return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()})

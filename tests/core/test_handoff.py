@@ -15,7 +15,7 @@ from asynqpy import Client, ServeMux, Task
 from asynqpy.connection import connect
 from asynqpy.options import build_options
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.wire import TaskMessage
 from tests.helpers import running, wait_for
 from tests.redisfaults import blpop_denied

@@ -12,7 +12,7 @@ from redis.cluster import RedisCluster
 
 from asynqpy import Client, ServeMux, Task
 from asynqpy.rdb import broker, handoff_io, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from tests.helpers import running, wait_for
 from tests.redisfaults import blpop_denied
 

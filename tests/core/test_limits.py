@@ -14,7 +14,7 @@ from asynqpy.errors import InvalidArgumentError
 from asynqpy.limits import lua_pattern, parse_rate
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.flow import limits, remove_limit, set_limit, usage
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 
 pytestmark = pytest.mark.cluster_too
 

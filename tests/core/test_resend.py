@@ -14,7 +14,8 @@ import pytest
 import redis
 
 from asynqpy import AsyncClient, Client, Task, TaskIDConflictError
-from asynqpy.rdb.scripts import AsyncRunner, SyncRunner
+from asynqpy.rdb.async_runner import AsyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from inspector import Inspector
 
 

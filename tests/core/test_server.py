@@ -17,7 +17,7 @@ from asynqpy.config import ServerConfig, default_retry_delay
 from asynqpy.embedded import EmbeddedServer
 from asynqpy.errors import InvalidArgumentError, LeaseExpiredError, RedisUnavailableError
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.wire import ServerInfo, TaskMessage, WorkerInfo
 from tests.helpers import running, wait_for
 

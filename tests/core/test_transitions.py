@@ -10,7 +10,7 @@ import redis
 
 from asynqpy import Client, Task
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.wire import TaskMessage
 
 pytestmark = pytest.mark.cluster_too

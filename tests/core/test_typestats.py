@@ -15,8 +15,8 @@ from asynqpy.errors import InvalidArgumentError
 from asynqpy.marks import mark
 from asynqpy.outcome import TaskOutcome
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.rdb.state import record_type_stats
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.typestats import BUCKETS, OTHER, TypeStats, bucket
 from inspector import Inspector
 from inspector.typestats import percentile

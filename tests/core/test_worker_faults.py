@@ -13,7 +13,7 @@ import redis
 from asynqpy import Client, ServeMux, Task
 from asynqpy.config import ServerConfig
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.runtime import Runtime
 from asynqpy.syncer import Syncer
 from asynqpy.wire import TaskMessage

@@ -10,7 +10,7 @@ import redis
 
 from asynqpy import Client, Limit, Task
 from asynqpy.rdb import broker
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from inspector.api import Inspector
 from inspector.cli import main
 

@@ -10,7 +10,7 @@ import redis
 
 from asynqpy import Client, Limit, QueueFullError, Task
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from inspector import Inspector, QueueSnapshot
 from tests.inspector.worker import Clock, Worker
 

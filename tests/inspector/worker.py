@@ -7,7 +7,7 @@ from collections.abc import Callable
 import redis
 
 from asynqpy.rdb import broker
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.wire import decode_task_message
 
 

@@ -21,8 +21,8 @@ import redis
 from asynqpy import Client, Limit, Task
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.flow import limits, set_limit
-from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.rdb.state import record_type_stats
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.scheduler import Scheduler
 from asynqpy.typestats import bucket
 from inspector import Inspector

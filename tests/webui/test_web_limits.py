@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 from asynqpy import Client, Limit, Task
 from asynqpy.rdb import broker
 from asynqpy.rdb.flow import limits, set_limit
-from asynqpy.rdb.scripts import SyncRunner
+from asynqpy.rdb.sync_runner import SyncRunner
 from inspector.audit import AuditLog
 from tests.webui.authkit import app, client, login, token, users_path  # noqa: F401 (fixtures)
 

@@ -17,8 +17,8 @@ import redis
 
 from asynqpy import Task
 from asynqpy.rdb import keys
-from asynqpy.rdb.scripts import SyncRunner
 from asynqpy.rdb.state import record_type_stats
+from asynqpy.rdb.sync_runner import SyncRunner
 from asynqpy.scheduler import Scheduler
 from asynqpy.typestats import bucket
 from inspector import Inspector
