@@ -252,7 +252,7 @@ def _headers(resp: Response) -> Response:
 
 
 def _app_inspector() -> Any:
-    from webui import inspector  # the app factory's accessor (webui/__init__ imports this module)
+    from webui import inspector  # the app factory's accessor (webui/app.py imports this module)
 
     return inspector()
 

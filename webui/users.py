@@ -41,6 +41,7 @@ import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +183,12 @@ def verify_password(stored: str, password: str) -> bool:
         return False
 
 
-# Checked against when the user does not exist, so an unknown name costs as much as a wrong password.
-_DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+@cache
+def _dummy_hash() -> str:
+    """Checked against when the user does not exist, so an unknown name costs as much as a wrong password. Made
+    once per process, when the first UsersFile is (not at import: a scrypt is ~70 ms, and every `asynqpy`
+    command imports this module to list its subcommands)."""
+    return hash_password(secrets.token_urlsafe(16))
 
 
 class UsersFile:
@@ -194,6 +199,7 @@ class UsersFile:
         self.path = Path(path) if path else default_users_path()
         self._stamp: tuple[int, int, int] | None = None
         self._users: dict[str, dict[str, Any]] = {}
+        _dummy_hash()  # now, so the first login of an unknown name is not slower than the others
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
@@ -229,7 +235,7 @@ class UsersFile:
     def authenticate(self, name: str, password: str) -> User | None:
         """The user when name and password match, else None; an unknown name takes as long as a wrong password."""
         u = self._load().get(name) if isinstance(name, str) else None
-        ok = verify_password(u["password"] if u else _DUMMY_HASH, password if isinstance(password, str) else "")
+        ok = verify_password(u["password"] if u else _dummy_hash(), password if isinstance(password, str) else "")
         return _user(name, u) if u and ok else None
 
     def add(self, name: str, role: str, password: str, *, replace: bool = False,

@@ -81,6 +81,27 @@ def test_plugin_commands_are_still_offered(capsys: pytest.CaptureFixture[str]) -
     assert "usage: asynqpy stats" in capsys.readouterr().out
 
 
+def test_a_command_outside_the_dashboard_loads_no_web_stack() -> None:
+    # Every plug-in command's parser is built (webui's `user` and `web` among them), yet the web stack is not
+    # imported, nor a password hashed, for `asynqpy stats`: they cost ~0.2 s of start-up (bench/README.md).
+    loaded = modules_after("from asynqpy.cli import main\nimport contextlib, io\n"
+                           "with contextlib.redirect_stdout(io.StringIO()):\n"
+                           "    try:\n        main(['stats', '--help'])\n    except SystemExit:\n        pass\n"
+                           "import webui.users\nassert webui.users._dummy_hash.cache_info().currsize == 0")
+    assert {"inspector.cli", "webui.usercli", "webui.cli"} <= loaded  # the parsers were built
+    assert [m for m in ("flask", "werkzeug", "webui.app") if m in loaded] == []
+
+
+def test_the_dashboard_factory_loads_on_first_use() -> None:
+    loaded = modules_after("import webui\nfrom webui import create_app\nfrom webui.app import create_app as made\n"
+                           "assert create_app is made and webui.DEFAULTS is not None")
+    assert {"flask", "webui.app"} <= loaded
+    import webui
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        webui.nope  # noqa: B018
+
+
 @pytest.mark.parametrize(("argv", "word"), [
     (["--version"], None), (["worker", "a:b"], "worker"), (["--redis-url", "redis://h", "stats"], "stats"),
     (["--redis-url=redis://h", "--json", "task", "ls"], "task"), (["-v", "dev"], "dev"), ([], None),
