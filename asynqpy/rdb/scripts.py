@@ -88,6 +88,15 @@ def queue_eval(pipe: Any, call: Call[Any]) -> Any:
     return pipe.execute_command(*eval_args(call))
 
 
+def durable_replies(res: list[Any]) -> tuple[list[Any], Any]:
+    """One node's durable pipeline replies (its calls', then WAIT's) as (the calls' replies, WAIT's reply);
+    raises the first failure that is no error reply (a connection's: the whole group is in doubt)."""
+    for r in res[:-1]:
+        if isinstance(r, Exception) and not isinstance(r, ResponseError):
+            raise r
+    return res[:-1], res[-1]
+
+
 def gather_by_node(calls: Sequence[Call[T]], order: list[list[int]], groups: list[tuple[list[Any], Any]],
                    durable: Durability) -> tuple[list[T | Exception], bool]:
     """Per-call results in call order from per-node replies, and whether every node's WAIT was enough."""

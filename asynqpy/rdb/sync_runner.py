@@ -17,7 +17,17 @@ from asynqpy.rdb.durability import Durability
 from asynqpy.rdb.keys import QUEUES
 from asynqpy.rdb.plain import plain_pool
 from asynqpy.rdb.resp import as_eval, pack, pack_command
-from asynqpy.rdb.scripts import Call, Script, eval_args, evalsha_args, gather_by_node, parse_all, queue_call, queue_eval
+from asynqpy.rdb.scripts import (
+    Call,
+    Script,
+    durable_replies,
+    eval_args,
+    evalsha_args,
+    gather_by_node,
+    parse_all,
+    queue_call,
+    queue_eval,
+)
 
 T = TypeVar("T")
 
@@ -172,10 +182,7 @@ class SyncRunner:
                 if attempt == 0 and any(isinstance(r, NoScriptError) for r in res):
                     continue
                 break
-            for r in res[:-1]:
-                if isinstance(r, Exception) and not isinstance(r, ResponseError):
-                    raise r
-            out.append((res[:-1], res[-1]))
+            out.append(durable_replies(res))
         return out
 
     def _run_registering(self, call: Call[T], queue: str) -> T:

@@ -10,7 +10,7 @@
 -- #include _room.lua
 -- #include _limits.lua
 -- #include _handoff.lua
-local now = clock("")  -- read once: each redis.call from a script costs a few us (TIME included)
+local now = clock("")  -- one reading for the limit check and the task
 local full = ARGV[8] ~= "1" and refusal(string.sub(KEYS[2], 1, -8), now.ms, 0)
 if full then
   return full

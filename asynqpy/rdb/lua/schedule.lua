@@ -7,7 +7,7 @@
 -- #include _clock.lua
 -- #include _room.lua
 -- #include _due.lua
-local now = clock("")  -- read once: each redis.call from a script costs a few us (TIME included)
+local now = clock("")  -- one reading for the limit check and the task
 local full = refusal(string.sub(KEYS[2], 1, -10), now.ms, 0)
 if full then
   return full
