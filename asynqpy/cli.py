@@ -152,9 +152,11 @@ def _cmd_redis(args: argparse.Namespace) -> int:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `asynqpy` parser. Given the argv it will parse, it leaves out what that argv cannot reach: the
-    plug-in commands (and dev's add-ons) when argv names a built-in command or asks only for --version."""
+    plug-in commands when argv names a built-in command or asks only for --version, the other plug-ins when
+    it names a plug-in's command (asynqpy.plugins), and dev's add-ons unless it names dev or no command."""
     word = None if argv is None else command_word(argv)
     short = argv is not None and (word in BUILT_IN or (word is None and "--version" in argv))
+    addons = word == "dev" or (word is None and not short)
 
     parser = argparse.ArgumentParser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
                                      "asynq's wire format: workers, a dev server, and tools to inspect queues.",
@@ -163,10 +165,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="command")
     _add_worker(sub)
-    _add_dev(sub, with_addons=not short or word == "dev")
+    _add_dev(sub, with_addons=addons)
     _add_redis(sub)
     if not short:
-        for _name, register in command_registrars():  # inspector, web, exporter, scheduler, ... (entry points)
+        for _name, register in command_registrars(word):  # inspector, web, exporter, ... (entry points)
             register(sub)
     add_common_everywhere(parser)
     return parser

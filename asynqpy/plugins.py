@@ -3,9 +3,13 @@
 A package adds subcommands without editing the core: in its pyproject.toml,
 
     [project.entry-points."asynqpy.commands"]
-    inspector = "inspector.cli:register"
+    stats = "inspector.cli:register"
+    task = "inspector.cli:register"
 
 where `register(subparsers)` adds argparse subparsers whose defaults set `func(args) -> int` (the exit code).
+Name each entry point after a command its registrar adds (one name per command; a registrar is called once
+however many names it has): `asynqpy task ...` then imports only the registrar named `task`. A command no entry
+point is named after still works, at the cost of importing every registrar to find it.
 `asynqpy dev` add-ons (e.g. the dashboard) are objects named under "asynqpy.dev_addons" that follow `DevAddon`.
 Entry points are read from the installed metadata: after adding one, reinstall (`pip install -e . --no-deps`).
 """
@@ -36,14 +40,21 @@ def _entries(group: str) -> list[EntryPoint]:
     return sorted(entry_points(group=group), key=lambda ep: ep.name)
 
 
-def command_registrars() -> list[tuple[str, Register]]:
-    """(name, register) of every installed subcommand provider, in name order.
+def command_registrars(command: str | None = None) -> list[tuple[str, Register]]:
+    """(name, register) of the installed subcommand providers, each once, in name order: only those of the
+    entry points named `command` when there are any, else all of them.
 
     A provider whose module cannot be imported is skipped with a warning (a partial install must not take
     the whole command line down); the error names the entry point.
     """
+    entries = _entries(COMMANDS_GROUP)
+    entries = [ep for ep in entries if ep.name == command] or entries
     out: list[tuple[str, Register]] = []
-    for ep in _entries(COMMANDS_GROUP):
+    seen: set[str] = set()
+    for ep in entries:
+        if ep.value in seen:  # another command of a registrar already loaded
+            continue
+        seen.add(ep.value)
         try:
             out.append((ep.name, ep.load()))
         except ImportError as exc:

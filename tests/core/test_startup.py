@@ -14,6 +14,7 @@ import pytest
 
 import asynqpy
 from asynqpy.cli import command_word
+from tests.core.procs import run
 
 # Never needed to import asynqpy or print its version.
 HEAVY = ["redis", "redis.cluster", "google.protobuf", "flask", "prometheus_client", "pydantic", "webui",
@@ -81,15 +82,59 @@ def test_plugin_commands_are_still_offered(capsys: pytest.CaptureFixture[str]) -
     assert "usage: asynqpy stats" in capsys.readouterr().out
 
 
-def test_a_command_outside_the_dashboard_loads_no_web_stack() -> None:
-    # Every plug-in command's parser is built (webui's `user` and `web` among them), yet the web stack is not
-    # imported, nor a password hashed, for `asynqpy stats`: they cost ~0.2 s of start-up (bench/README.md).
+def test_a_plugin_command_loads_only_its_own_plugin() -> None:
+    # `asynqpy stats` imports the registrar whose entry point is named `stats` (the Inspector's) and none of the
+    # others (the dashboard's `user` and `web`, the exporter, the scheduler), nor dev's add-ons: ~0.15 s of
+    # start-up (bench/README.md). Nor does it hash a password (the dashboard's login check, ~70 ms).
     loaded = modules_after("from asynqpy.cli import main\nimport contextlib, io\n"
                            "with contextlib.redirect_stdout(io.StringIO()):\n"
-                           "    try:\n        main(['stats', '--help'])\n    except SystemExit:\n        pass\n"
+                           "    try:\n        main(['stats', '--help'])\n    except SystemExit:\n        pass\n")
+    assert "inspector.cli" in loaded  # the parser was built
+    others = ("webui", "exporter", "asynqpy.scheduler", "prometheus_client", "flask", "inspector.auditcli")
+    assert sorted(m for m in loaded if m.startswith(others)) == []
+
+
+def test_the_dashboard_user_command_hashes_nothing_to_start() -> None:
+    loaded = modules_after("from asynqpy.cli import main\nimport contextlib, io\n"
+                           "with contextlib.redirect_stdout(io.StringIO()):\n"
+                           "    try:\n        main(['user', '--help'])\n    except SystemExit:\n        pass\n"
                            "import webui.users\nassert webui.users._dummy_hash.cache_info().currsize == 0")
-    assert {"inspector.cli", "webui.usercli", "webui.cli"} <= loaded  # the parsers were built
-    assert [m for m in ("flask", "werkzeug", "webui.app") if m in loaded] == []
+    assert "webui.usercli" in loaded
+    assert [m for m in ("flask", "werkzeug", "webui.app", "inspector.cli") if m in loaded] == []
+
+
+PLUGIN = """
+import sys
+
+def _run(args):
+    print(args.command, "inspector.cli" in sys.modules, "fakecmd_extra" in sys.modules)
+    return 0
+
+def register(sub):
+    for name in ("hello", "bye"):
+        sub.add_parser(name, help="say " + name).set_defaults(func=_run)
+"""
+
+
+def test_a_third_party_plugin_is_found_whatever_its_entry_points_are_named(tmp_path: Path) -> None:
+    # hello and bye come from one registrar, with an entry point named after hello only; greet's entry point is
+    # named after no command. Naming hello loads that registrar alone; bye and greet are found by loading all.
+    (tmp_path / "fakecmd.py").write_text(PLUGIN)
+    (tmp_path / "fakecmd_extra.py").write_text(PLUGIN.replace('("hello", "bye")', '("greet",)'))
+    meta = tmp_path / "fakecmd-1.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: fakecmd\nVersion: 1.0\n")
+    (meta / "entry_points.txt").write_text("[asynqpy.commands]\nhello = fakecmd:register\n"
+                                          "greetings = fakecmd_extra:register\n")
+    seen = {}
+    for command in ("hello", "bye", "greet"):
+        res = run(command, PYTHONPATH_EXTRA=str(tmp_path))
+        assert res.returncode == 0, res
+        seen[command] = res.stdout.split()
+    assert seen == {"hello": ["hello", "False", "False"], "bye": ["bye", "True", "True"],
+                    "greet": ["greet", "True", "True"]}
+    res = run("--help", PYTHONPATH_EXTRA=str(tmp_path))
+    assert all(f"say {c}" in res.stdout for c in ("hello", "bye", "greet")) and "stats" in res.stdout, res
 
 
 def test_the_dashboard_factory_loads_on_first_use() -> None:
