@@ -88,8 +88,11 @@ def _config(exporter: int, dead_exporter: int, worker: int) -> dict[str, Any]:
     return cfg
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def prometheus_stack() -> Iterator[Stack]:
+    """Prometheus scraping two exporters and a worker fed by a producer thread, for the module that asks (its
+    only user): torn down after it, so the producer's enqueues never reach another module's tests (their
+    OpenTelemetry spans, for one)."""
     binary = prometheus_binary()
     if binary is None:
         pytest.skip("prometheus is not installed (apt-get install --no-install-recommends prometheus)")
