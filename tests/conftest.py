@@ -12,7 +12,9 @@ fixtures (from ASYNQPY_TEST_SERVER_BINARY when set, else the embedded Valkey's b
 from __future__ import annotations
 
 import functools
+import importlib
 import os
+import pkgutil
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +24,23 @@ from redis.cluster import RedisCluster
 from asynqpy.connection import connect
 from asynqpy.testing.server import clean_db
 from asynqpy.topology import LocalCluster, LocalSentinel
+
+
+def _import_every_module() -> None:
+    """Import every module of the project now, in the main thread of each test process, before any test runs.
+
+    pytest rewrites the asserts of these modules too (asynqpy's distribution holds a pytest plugin), with
+    ast.parse at import. Left to the lazy imports, that parse would run mid-test, beside the threads other tests
+    leave winding down, and CPython 3.11's AST constructor can then fail with "SystemError: AST constructor
+    recursion depth mismatch" (python/cpython#106905; seen under pytest-xdist as a test-setup error).
+    """
+    for name in ("asynqpy", "inspector", "webui", "exporter"):
+        package = importlib.import_module(name)
+        for info in pkgutil.walk_packages(package.__path__, name + "."):
+            importlib.import_module(info.name)
+
+
+_import_every_module()
 
 # The session server and the clean database are the asynqpy.testing plugin's (one logic, one server): its
 # asynqpy_server_url fixture (asynqpy/testing/server.py) is the session server of this suite too.
