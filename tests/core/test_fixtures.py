@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from asynqpy.embedded import EmbeddedServer
+from asynqpy.embedded import EmbeddedServer, server_binary
 
 REPO = Path(__file__).resolve().parents[2]
 ONE_TEST = "tests/core/test_client.py::test_task_id_conflict"  # a quick test that uses the redis_url fixture
@@ -64,3 +64,12 @@ def test_redis_url_is_the_apps_variable_and_never_the_tests(other_server: str) -
     for db in dbs:
         db.close()
     r.close()
+
+
+def test_the_session_server_runs_the_binary_it_was_given(r: redis.Redis) -> None:
+    """CI's second pass names Debian's redis-server in ASYNQPY_TEST_SERVER_BINARY: the suite must really run on it."""
+    if os.environ.get("ASYNQPY_TEST_REDIS_URL"):
+        pytest.skip("the session server is the one ASYNQPY_TEST_REDIS_URL names")
+    executable = Path(str(r.info("server")["executable"])).resolve()
+    named = os.environ.get("ASYNQPY_TEST_SERVER_BINARY")
+    assert executable == (Path(named).resolve() if named else Path(server_binary()).resolve())

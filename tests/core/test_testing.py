@@ -226,3 +226,27 @@ def test_a_test_server_that_cannot_be_reached_is_refused_saying_so() -> None:
                                                r"cannot reach that server: ") as info:
         check_owned(url)
     assert "secret" not in str(info.value)
+
+
+def test_under_xdist_each_worker_has_its_own_server_and_a_named_one_is_refused(tmp_path: Path) -> None:
+    for n in (1, 2):  # one file per worker (--dist loadfile); each test waits until both have their server
+        (tmp_path / f"test_w{n}.py").write_text(
+            "import pathlib, time\n"
+            f"def test_it(asynqpy_redis, tmp_path_factory):\n"
+            f"    pathlib.Path({str(tmp_path)!r}, 'url{n}').write_text(asynqpy_redis)\n"
+            f"    other = pathlib.Path({str(tmp_path)!r}, 'url{3 - n}')\n"
+            "    deadline = time.monotonic() + 60\n"
+            "    while not other.exists() and time.monotonic() < deadline:\n"
+            "        time.sleep(0.05)\n"
+            "    assert other.exists()\n")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile"]
+    env = {k: v for k, v in os.environ.items() if k != "ASYNQPY_TEST_REDIS_URL"}
+    out = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "url1").read_text() != (tmp_path / "url2").read_text()  # two servers, both up at once
+    with EmbeddedServer() as other:
+        out = subprocess.run(argv, cwd=tmp_path, env={**env, "ASYNQPY_TEST_REDIS_URL": other.url},
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == pytest.ExitCode.USAGE_ERROR, out.stdout + out.stderr
+        assert "ASYNQPY_TEST_REDIS_URL names one database" in out.stdout + out.stderr
+        assert redis.Redis.from_url(other.url.rsplit("/", 1)[0] + "/15").dbsize() == 0  # nothing flushed or written
