@@ -7,4 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -q "$@"
+# In parallel (pytest-xdist; --dist loadfile keeps a module's tests in one process), each process with a private
+# server of its own: ASYNQPY_TEST_PROCESSES of them (default 3; most tests wait on servers and child processes,
+# so 3 keep two cores ~60 % busy). With ASYNQPY_TEST_REDIS_URL (one database to share) the suite runs serially.
+if [ -n "${ASYNQPY_TEST_REDIS_URL:-}" ]; then
+  parallel=(-n 0)
+else
+  parallel=(-n "${ASYNQPY_TEST_PROCESSES:-3}" --dist loadfile)
+fi
+exec .venv/bin/python -m pytest -q "${parallel[@]}" "$@"
