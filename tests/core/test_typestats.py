@@ -79,7 +79,9 @@ def test_a_server_records_types_and_the_inspector_reads_them(redis_url: str, r: 
         email, image = rows["email:send"], rows["image:resize"]
         assert (email.processed, email.failed) == (20, 0) and (image.processed, image.failed) == (5, 5)
         assert image.failure_rate == 1.0
-        assert email.run_p50 is not None and 0.025 <= email.run_p50 <= 0.05 and email.run_total >= 0.6
+        # Each run is a sleep(0.03), which can measure a little under 30 ms: the loop schedules it from the time it
+        # read at the start of its iteration, which a busy machine leaves behind the handler's own start.
+        assert email.run_p50 is not None and 0.025 <= email.run_p50 <= 0.05 and email.run_total >= 20 * 0.025
         assert email.wait_known == 20 and email.wait_p99 is not None
         assert list(rows) == ["email:send", "image:resize"]  # the most total run time first
         assert sum(n for _, n, _ in email.points) == 20 and len(email.points) == 60 and email.step == 60
