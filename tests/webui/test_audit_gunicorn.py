@@ -8,6 +8,7 @@ import json
 import stat
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,5 +56,7 @@ def test_a_login_flood_evicts_no_action(small_cap: None, two_workers: tuple[str,
     assert ok.returncode == 0 and "intact: 2 record(s), seq 1..2" in ok.stdout, ok.stdout + ok.stderr
     refused = _cli("audit", "refused", "--json", "--redis-url", redis_url, cwd=folder)
     counts = [json.loads(x) for x in refused.stdout.splitlines()]
-    assert sum(x["count"] for x in counts) == 120 and len(counts) <= 6
+    assert sum(x["count"] for x in counts) == 120
+    # At most 6 aggregates (3 accounts, failed or throttled) in each 5-minute window; the flood may straddle two.
+    assert max(Counter(x["window"] for x in counts).values()) <= 6
     assert {x["action"] for x in counts} == {"login.failed"} and {x["addr"] for x in counts} == {"127.0.0.1"}
