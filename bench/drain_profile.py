@@ -130,23 +130,30 @@ def breakdown(profile: cProfile.Profile, tasks: int, top: int) -> None:
             print(f"  {tt / tasks * 1e6:6.2f} us  {name:<60} [{b}]")
 
 
-def redis_work(r: Any) -> tuple[float, dict[str, int], int]:
-    """The server's CPU so far (user+sys, s), each command's calls (INFO commandstats) and EVALSHA's usec (the
-    scripts' time as the server counts it, their commands included)."""
+def redis_work(r: Any) -> tuple[float, dict[str, int], dict[str, int]]:
+    """The server's CPU so far (user+sys, s), and each command's calls and usec (INFO commandstats: the commands
+    that scripts run are counted too, and EVALSHA's usec includes theirs)."""
     cpu = r.info("cpu")
     stats = r.info("commandstats")
     calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
-    return (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls,
-            int(stats.get("cmdstat_evalsha", {}).get("usec", 0)))
+    usec = {k.removeprefix("cmdstat_"): int(v["usec"]) for k, v in stats.items()}
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls, usec
 
 
-def print_redis_work(before: tuple[float, dict[str, int], int], after: tuple[float, dict[str, int], int],
-                     tasks: int) -> None:
-    """What the drain cost Redis per task (the worker's start and stop included, and the INFO calls' own)."""
+def print_redis_work(before: tuple[float, dict[str, int], dict[str, int]],
+                     after: tuple[float, dict[str, int], dict[str, int]], tasks: int) -> None:
+    """What the drain cost Redis per task (the worker's start and stop included, and the INFO calls' own): its CPU,
+    the scripts' time (EVALSHA's usec) split into the commands they ran and the scripts' own (Lua) time, and each
+    command's calls and usec per task."""
     calls = {k: n - before[1].get(k, 0) for k, n in after[1].items() if n - before[1].get(k, 0) > 0}
-    print(f"Redis: {(after[0] - before[0]) / tasks * 1e6:.1f} us CPU per task ({(after[2] - before[2]) / tasks:.1f} in "
-          f"EVALSHA), {sum(calls.values()) / tasks:.2f} commands per task: "
-          + ", ".join(f"{k} {n / tasks:.3f}" for k, n in sorted(calls.items(), key=lambda kv: -kv[1])), flush=True)
+    usec = {k: n - before[2].get(k, 0) for k, n in after[2].items()}
+    scripts = usec.get("evalsha", 0) + usec.get("eval", 0)
+    inner = sum(u for k, u in usec.items() if k not in ("evalsha", "eval", "info"))
+    print(f"Redis: {(after[0] - before[0]) / tasks * 1e6:.1f} us CPU per task ({scripts / tasks:.1f} in scripts: "
+          f"{inner / tasks:.1f} their commands, {(scripts - inner) / tasks:.1f} their own), "
+          f"{sum(calls.values()) / tasks:.2f} commands per task (calls, us per task): "
+          + ", ".join(f"{k} {n / tasks:.3f} {usec.get(k, 0) / tasks:.2f}"
+                      for k, n in sorted(calls.items(), key=lambda kv: -usec.get(kv[0], 0))), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
