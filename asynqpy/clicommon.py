@@ -88,7 +88,7 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
     # redis-py's own error, let through by a command, becomes ours with the URL masked. redis-py is imported
     # only by commands that talk to Redis (start-up): if it is not loaded, exc is none of its errors.
     redis = sys.modules.get("redis")
-    if redis is not None and isinstance(exc, redis.RedisError):
+    if redis is not None and isinstance(exc, (redis.RedisError, redis.exceptions.RedisClusterException)):
         from asynqpy.rdb.failures import translate
 
         url = getattr(args, "redis_url", None) or choose_redis_url().url

@@ -8,7 +8,6 @@ from typing import Any, Self
 
 import redis
 import redis.asyncio as aredis
-from redis.exceptions import RedisError
 
 from asynqpy import tracing
 from asynqpy.backpressure import ablocking, ablocking_many, blocking, blocking_many
@@ -19,7 +18,7 @@ from asynqpy.errors import InvalidArgumentError, NotDurableError, TaskIDConflict
 from asynqpy.options import EnqueueOptions, TaskOptions, new_task_id, options_from
 from asynqpy.rdb import broker, state
 from asynqpy.rdb.async_runner import AsyncRunner
-from asynqpy.rdb.failures import is_redis_error, reaching, translate, url_of
+from asynqpy.rdb.failures import REDIS_ERRORS, is_redis_error, reaching, translate, url_of
 from asynqpy.rdb.overlap import asend_overlapped, send_overlapped
 from asynqpy.rdb.packer import SingleEnqueue
 from asynqpy.rdb.scripts import Call
@@ -150,7 +149,7 @@ class Client:
                 self._runner.run_durable(call, opts.durable, register_queue=self._registry.due(opts.queue, now))
             else:
                 self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise translate(exc, self.url) from exc
         except TaskIDConflictError:
             if options.task_id is not None:
@@ -165,7 +164,7 @@ class Client:
         try:
             raw = self._runner.run_packed(single.command(task.type, task.payload, tid), single.script,
                                           register_queue=self._registry.due(q, now))
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise translate(exc, self.url) from exc
         err = single.packer.check_reply(raw, tid)
         # (a conflict on an id we drew: only our own command, re-sent after its reply was lost, can hold it)
@@ -265,7 +264,7 @@ class AsyncClient:
             check_task(task, "task")
             try:
                 return await self._enqueuer.enqueue(task, merged)
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 raise translate(exc, self.url) from exc
         now = time.time()
         opts, call = _prepare(task, merged, now)
@@ -275,7 +274,7 @@ class AsyncClient:
                                                register_queue=self._registry.due(opts.queue, now))
             else:
                 await self._runner.run(call, register_queue=self._registry.due(opts.queue, now))
-        except (RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
             raise translate(exc, self.url) from exc
         except TaskIDConflictError:
             if merged.task_id is not None:

@@ -39,6 +39,10 @@ from asynqpy.errors import AsynqError, RedisCommandError, RedisUnavailableError,
 
 log = logging.getLogger("asynqpy")
 
+# What may come from Redis or the way to it, for `except` clauses that translate: redis-py's cluster client raises
+# RedisClusterException (e.g. RedisClusterUnreachableError, no node answering a refresh), which is no RedisError.
+REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, RedisClusterException, OSError)
+
 # Error-reply codes that mean "not now": the command may succeed when asked again later.
 TRANSIENT_CODES = ("BUSY", "LOADING", "OOM", "READONLY", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN",
                    "MISCONF")
@@ -74,8 +78,11 @@ def kind_of(exc: BaseException) -> str | None:
             return kind
     if isinstance(exc, ResponseError):  # a plain reply (ours are parsed raw): its code says what it is
         return _reply_kind(str(exc))
-    if isinstance(exc, RedisClusterException):  # "Redis Cluster cannot be connected", slots not covered
-        return "CLUSTERDOWN"
+    if isinstance(exc, RedisClusterException):
+        # no node answered (RedisClusterUnreachableError in redis-py 8, a plain one before): as one server down
+        if "cannot be connected" in str(exc):
+            return "connection"
+        return "CLUSTERDOWN"  # slots not covered and the like
     return None
 
 
@@ -100,8 +107,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def is_redis_error(exc: BaseException) -> bool:
     """True for anything that came from Redis or the way to it: redis-py's errors, socket errors, ours."""
-    return isinstance(exc, (RedisError, OSError, ConnectionError, TimeoutError, RedisUnavailableError,
-                            RedisCommandError))
+    return isinstance(exc, (*REDIS_ERRORS, RedisUnavailableError, RedisCommandError))
 
 
 def translate(exc: BaseException, url: str) -> AsynqError:
@@ -125,7 +131,7 @@ def reaching(url: str) -> Iterator[None]:
         yield
     except AsynqError:
         raise
-    except (RedisError, OSError) as exc:
+    except REDIS_ERRORS as exc:
         raise translate(exc, url) from exc
 
 

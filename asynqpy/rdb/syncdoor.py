@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
 from asynqpy.connection import is_cluster
-from asynqpy.rdb.failures import reaching, translate, url_of
+from asynqpy.rdb.failures import REDIS_ERRORS, reaching, translate, url_of
 from asynqpy.rdb.scripts import Call, KeyOrArg, Script, queue_call, queue_eval
 from asynqpy.rdb.sync_runner import SyncRunner
 
@@ -124,7 +124,7 @@ class SyncDoor:
         Raises (translated) when the round trip itself fails."""
         with reaching(self.url):
             out = self.runner.run_many(calls)
-        return [translate(x, self.url) if isinstance(x, (RedisError, OSError)) else x for x in out]
+        return [translate(x, self.url) if isinstance(x, REDIS_ERRORS) else x for x in out]
 
     def ping(self) -> float:
         """One PING: the round-trip time in seconds."""

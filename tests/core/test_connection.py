@@ -7,13 +7,13 @@ import asyncio
 import pytest
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, TryAgainError
+from redis.exceptions import ClusterDownError, RedisClusterException, TryAgainError
 
 from asynqpy import AsyncClient, Client, ServeMux, Server, Task
 from asynqpy.connection import aconnect, cluster_url, connect, mask, parse
 from asynqpy.embedded import free_port
 from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
-from asynqpy.rdb.failures import kind_of
+from asynqpy.rdb.failures import is_redis_error, kind_of, reaching
 from inspector import Inspector
 
 
@@ -127,6 +127,38 @@ def test_an_unreachable_cluster_is_redis_unavailable() -> None:
         asyncio.run(enqueue())
     with pytest.raises(RedisUnavailableError):
         Server(url).run(ServeMux())
+
+
+def test_every_enqueue_on_an_unreachable_cluster_is_redis_unavailable() -> None:
+    """redis-py's cluster client gives up on a retry with RedisClusterUnreachableError, which is no RedisError: each
+    enqueue of one AsyncClient, the first (the client's first refresh) and those after it (met by that refresh's
+    outcome), is asynqpy's error of one server down, password masked; so is the error itself through reaching()."""
+    port = free_port()
+    url = f"redis+cluster://:s3cret@127.0.0.1:{port}/"
+
+    async def enqueue_six_times() -> list[BaseException]:
+        c = AsyncClient(url)
+        errors: list[BaseException] = []
+        try:
+            for _ in range(6):
+                try:
+                    await c.enqueue(Task("t", b""), queue="emails")
+                except Exception as exc:
+                    errors.append(exc)
+        finally:
+            await c.close()
+        return errors
+
+    errors = asyncio.run(enqueue_six_times())
+    assert len(errors) == 6
+    for exc in errors:
+        assert type(exc) is RedisUnavailableError, repr(exc)
+        assert exc.kind == "connection" and "s3cret" not in str(exc)
+    outage = RedisClusterException("Redis Cluster cannot be connected. Please provide at least one reachable node")
+    with pytest.raises(RedisUnavailableError) as info, reaching(url):
+        raise outage
+    assert info.value.kind == "connection" and info.value.__cause__ is outage
+    assert is_redis_error(outage) and kind_of(RedisClusterException("slot 5 is not covered")) == "CLUSTERDOWN"
 
 
 def test_cluster_down_and_try_again_count_as_unreachable() -> None:
