@@ -140,3 +140,29 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return b"Z" not in stat.rsplit(b")", 1)[1][:3]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_the_supervisor_stops_its_workers_gracefully_when_the_terminal_closes_or_on_ctrl_c(
+        redis_url: str, r: redis.Redis, sig: signal.Signals) -> None:
+    """SIGHUP (the terminal closed) and SIGINT reach only the supervisor (its workers lead their own sessions): it
+    relays SIGTERM, each worker shuts down and clears its server state, and the supervisor exits 0."""
+    env = {**os.environ, "TEST_REDIS_URL": redis_url}
+    p = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
+                          redis_url, "--processes", "2", "--concurrency", "2"], cwd=ROOT, env=env,
+                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: r.zcard(keys.SERVERS) == 2, timeout=30, what="two servers registered")
+        workers = [c for c in _children(p.pid) if os.getsid(c) == c]
+        assert len(workers) == 2
+        p.send_signal(sig)
+        assert p.wait(30) == 0
+        assert not any(_running(c) for c in workers)
+        assert r.zcard(keys.SERVERS) == 0  # each cleared its own state on the way out, before the supervisor exited
+        err = p.stderr.read().decode() if p.stderr else ""
+        assert err.count("SIGTERM received") == 2 and "starting another" not in err, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if p.stderr:
+            p.stderr.close()
