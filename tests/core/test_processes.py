@@ -1,4 +1,5 @@
-"""Worker processes for real: exactly-once under competition, and recovery after SIGKILL mid-task."""
+"""Worker processes for real: exactly-once under competition, recovery after SIGKILL mid-task, and the supervisor's
+signals (a kill, the terminal closing, Ctrl-C, Ctrl-Z)."""
 
 from __future__ import annotations
 
@@ -166,3 +167,29 @@ def test_the_supervisor_stops_its_workers_gracefully_when_the_terminal_closes_or
             p.kill()
         if p.stderr:
             p.stderr.close()
+
+
+def test_ctrl_z_to_the_supervisor_stops_its_workers_fetching_and_sigterm_still_stops_them(
+        redis_url: str, r: redis.Redis, tmp_path: Path) -> None:
+    """SIGTSTP reaches only the supervisor: it relays it, each worker stops fetching (tasks enqueued after it stay
+    pending) but keeps running, and a SIGTERM after it still stops everything with exit 0."""
+    env = {**os.environ, "TEST_REDIS_URL": redis_url}
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as err:
+        p = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
+                              redis_url, "--processes", "2", "--concurrency", "2"], cwd=ROOT, env=env,
+                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for(lambda: r.zcard(keys.SERVERS) == 2, timeout=30, what="two servers registered")
+        p.send_signal(signal.SIGTSTP)
+        wait_for(lambda: log.read_text().count("SIGTSTP received") == 2, timeout=10, what="both workers paused")
+        Client(redis_url).enqueue_many([Task("count", str(i).encode()) for i in range(20)])
+        time.sleep(2)  # two idle polls and more: a worker still fetching would have taken them
+        assert r.hlen(SEEN) == 0 and r.llen(keys.pending("default")) == 20
+        assert p.poll() is None and r.zcard(keys.SERVERS) == 2  # paused, not stopped
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0
+        assert r.zcard(keys.SERVERS) == 0 and r.llen(keys.pending("default")) == 20
+    finally:
+        if p.poll() is None:
+            p.kill()
