@@ -87,14 +87,14 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
     debug = debugging(args)
     # redis-py's own error, let through by a command, becomes ours with the URL masked. redis-py is imported
     # only by commands that talk to Redis (start-up): if it is not loaded, exc is none of its errors.
-    redis = sys.modules.get("redis")
-    if redis is not None and isinstance(exc, (redis.RedisError, redis.exceptions.RedisClusterException)):
-        from asynqpy.rdb.failures import translate
+    if "redis" in sys.modules:
+        from asynqpy.rdb.failures import REDIS_PY_ERRORS, translate
 
-        url = getattr(args, "redis_url", None) or choose_redis_url().url
-        ours = translate(exc, url)
-        ours.__cause__ = exc  # --debug shows redis-py's traceback too
-        exc = ours
+        if isinstance(exc, REDIS_PY_ERRORS):
+            url = getattr(args, "redis_url", None) or choose_redis_url().url
+            ours = translate(exc, url)
+            ours.__cause__ = exc  # --debug shows redis-py's traceback too
+            exc = ours
     if isinstance(exc, RedisUnavailableError):
         if debug:
             traceback.print_exception(exc)

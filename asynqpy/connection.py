@@ -214,6 +214,19 @@ def _node(cls: Any, host: str, port: int) -> Any:
     return cls(host, port)
 
 
+def cluster_unreachable(exc: BaseException) -> bool:
+    """True when exc is redis-py's word that no node of a cluster answered (RedisClusterUnreachableError in
+    redis-py 8, or a RedisClusterException saying "cannot be connected"): Redis down, as one server's
+    ConnectionError, not a misuse of the cluster."""
+    if not isinstance(exc, RedisClusterException) or isinstance(exc, ClusterError):
+        return False
+    return isinstance(exc, _UNREACHABLE) or "cannot be connected" in str(exc)
+
+
+# redis-py 8's class, or () before it (nothing is an instance of that)
+_UNREACHABLE: Any = getattr(redis.exceptions, "RedisClusterUnreachableError", ())
+
+
 class _AsyncCluster(AsyncRedisCluster):
     """The asyncio cluster client, whose first command asks the seeds for the slot map: no seed reachable is a
     redis ConnectionError (as for one server), not a bare RedisClusterException, so callers see Redis down."""
@@ -223,7 +236,7 @@ class _AsyncCluster(AsyncRedisCluster):
             await super().initialize(*args, **kwargs)
             return self
         except RedisClusterException as exc:
-            if isinstance(exc, ClusterError) or "cannot be connected" not in str(exc):
+            if not cluster_unreachable(exc):
                 raise
             raise redis.ConnectionError(str(exc)) from exc
 

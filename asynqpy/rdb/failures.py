@@ -34,14 +34,16 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from asynqpy.connection import is_cluster
+from asynqpy.connection import cluster_unreachable, is_cluster
 from asynqpy.errors import AsynqError, RedisCommandError, RedisUnavailableError, unavailable_error
 
 log = logging.getLogger("asynqpy")
 
-# What may come from Redis or the way to it, for `except` clauses that translate: redis-py's cluster client raises
-# RedisClusterException (e.g. RedisClusterUnreachableError, no node answering a refresh), which is no RedisError.
-REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, RedisClusterException, OSError)
+# redis-py's errors: its cluster client raises RedisClusterException (e.g. RedisClusterUnreachableError, no node
+# answering a refresh), which is no RedisError. With socket errors: what may come from Redis or the way to it, for
+# the `except` clauses that translate.
+REDIS_PY_ERRORS: tuple[type[BaseException], ...] = (RedisError, RedisClusterException)
+REDIS_ERRORS: tuple[type[BaseException], ...] = (*REDIS_PY_ERRORS, OSError)
 
 # Error-reply codes that mean "not now": the command may succeed when asked again later.
 TRANSIENT_CODES = ("BUSY", "LOADING", "OOM", "READONLY", "MASTERDOWN", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN",
@@ -78,11 +80,8 @@ def kind_of(exc: BaseException) -> str | None:
             return kind
     if isinstance(exc, ResponseError):  # a plain reply (ours are parsed raw): its code says what it is
         return _reply_kind(str(exc))
-    if isinstance(exc, RedisClusterException):
-        # no node answered (RedisClusterUnreachableError in redis-py 8, a plain one before): as one server down
-        if "cannot be connected" in str(exc):
-            return "connection"
-        return "CLUSTERDOWN"  # slots not covered and the like
+    if isinstance(exc, RedisClusterException):  # no node answered: as one server down; else slots not covered...
+        return "connection" if cluster_unreachable(exc) else "CLUSTERDOWN"
     return None
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -113,13 +114,18 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def start_supervisor(url: str, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen:  # type: ignore[type-arg]
+    """`asynqpy worker --processes 2` (the counting app, 2 slots each) in a session of its own, as from a terminal."""
+    return subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
+                             url, "--processes", "2", "--concurrency", "2"], cwd=ROOT,
+                            env={**os.environ, "TEST_REDIS_URL": url}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=stderr)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sessions and autogroups are Linux's")
 def test_supervised_workers_lead_their_own_sessions_and_stop_when_the_supervisor_is_killed(
         redis_url: str, r: redis.Redis) -> None:
-    env = {**os.environ, "TEST_REDIS_URL": redis_url}
-    p = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
-                          redis_url, "--processes", "2", "--concurrency", "2"], cwd=ROOT, env=env,
-                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = start_supervisor(redis_url)
     try:
         wait_for(lambda: r.zcard(keys.SERVERS) == 2, timeout=30, what="two servers registered")
         workers = [c for c in _children(p.pid) if os.getsid(c) == c]
@@ -148,10 +154,7 @@ def test_the_supervisor_stops_its_workers_gracefully_when_the_terminal_closes_or
         redis_url: str, r: redis.Redis, sig: signal.Signals) -> None:
     """SIGHUP (the terminal closed) and SIGINT reach only the supervisor (its workers lead their own sessions): it
     relays SIGTERM, each worker shuts down and clears its server state, and the supervisor exits 0."""
-    env = {**os.environ, "TEST_REDIS_URL": redis_url}
-    p = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
-                          redis_url, "--processes", "2", "--concurrency", "2"], cwd=ROOT, env=env,
-                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = start_supervisor(redis_url, subprocess.PIPE)
     try:
         wait_for(lambda: r.zcard(keys.SERVERS) == 2, timeout=30, what="two servers registered")
         workers = [c for c in _children(p.pid) if os.getsid(c) == c]
@@ -173,12 +176,9 @@ def test_ctrl_z_to_the_supervisor_stops_its_workers_fetching_and_sigterm_still_s
         redis_url: str, r: redis.Redis, tmp_path: Path) -> None:
     """SIGTSTP reaches only the supervisor: it relays it, each worker stops fetching (tasks enqueued after it stay
     pending) but keeps running, and a SIGTERM after it still stops everything with exit 0."""
-    env = {**os.environ, "TEST_REDIS_URL": redis_url}
     log = tmp_path / "stderr.log"
     with log.open("wb") as err:
-        p = subprocess.Popen([sys.executable, "-m", "asynqpy.cli", "worker", "tests.core.apps:counting", "--redis-url",
-                              redis_url, "--processes", "2", "--concurrency", "2"], cwd=ROOT, env=env,
-                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+        p = start_supervisor(redis_url, err)
     try:
         wait_for(lambda: r.zcard(keys.SERVERS) == 2, timeout=30, what="two servers registered")
         p.send_signal(signal.SIGTSTP)
