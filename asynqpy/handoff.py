@@ -159,12 +159,11 @@ class _Lane:
         now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
         if not self.offering or self._registered_until - now < REGISTRATION_TTL / 2:  # (refused: see _register)
             await self._register(now + REGISTRATION_TTL)
-        item = await self.popper.pop(self.box_keys, BLOCK)
-        if item is None:
+        item = await self.popper.pop(self.box_keys, BLOCK, self._take)
+        if item is None or item is handoff_io.TAKEN:
             return
         box, value = item
-        self._registered_until = 0.0  # the script consumed our registration for that queue
-        self.offering = False
+        self._consumed()
         q = self.boxes[box.decode()]
         tid, data = broker.parse_handoff(value)
         # The task is leased to us already and holds the slot we offered: fetches leave it that slot (claimed here,
@@ -187,6 +186,22 @@ class _Lane:
                 raise
             return
         await asyncio.sleep(0)  # let the handler start before this loop registers again
+
+    def _consumed(self) -> None:
+        """A task was handed over: the script consumed our registration for its queue."""
+        self._registered_until = 0.0
+        self.offering = False
+
+    def _take(self, box: bytes, value: bytes) -> bool:
+        """The pop's take (see HandedPop.pop): start the task handed over as its reply is read, when a slot is sure
+        without a wait (no dequeue in flight); False leaves it to _once, which waits for that dequeue or gives the
+        task back."""
+        if not self.processor.room_for_handed_now():
+            return False
+        self._consumed()
+        tid, data = broker.parse_handoff(value)
+        self.processor.start_task(self.boxes[box.decode()], tid, data)
+        return True
 
     async def _register(self, until: float) -> None:
         prune = until - self._pruned_at > PRUNE_EVERY

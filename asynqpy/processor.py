@@ -139,6 +139,13 @@ class Processor:
         one."""
         if self._reserved:
             await self._fetched.wait()
+        return self._room_for_handed()
+
+    def room_for_handed_now(self) -> bool | None:
+        """room_for_handed() without its wait: None while a dequeue is in flight (then the lane asks that)."""
+        return None if self._reserved else self._room_for_handed()
+
+    def _room_for_handed(self) -> bool:
         return (self._fetching and not self._paused and not self.too_many_stuck
                 and self.running + self._reserved < self.cfg.concurrency)
 

@@ -65,9 +65,12 @@ def asynqpy_worker(url: str) -> None:
     if pop_class is not None:
         real = pop_class.pop
 
-        async def timed(self: Any, boxes: list[str], timeout: float) -> tuple[bytes, bytes] | None:
-            item = await real(self, boxes, timeout)
-            if item is not None:
+        async def timed(self: Any, boxes: list[str], timeout: float, take: Any = None) -> Any:
+            def timed_take(box: bytes, value: bytes) -> bool:  # the reply as it is read, when the pop has a take
+                popped["at"] = time.time()
+                return bool(take(box, value))
+            item = await real(self, boxes, timeout, *(() if take is None else (timed_take,)))
+            if item is not None and item is not getattr(handoff_io, "TAKEN", None):
                 popped["at"] = time.time()
             return item
         pop_class.pop = timed
