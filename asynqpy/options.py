@@ -43,9 +43,22 @@ def new_task_ids(n: int) -> list[str]:
             for i in range(0, 32 * n, 32)]
 
 
+_AHEAD = 64  # ids new_task_id() draws at a time
+_drawn: list[str] = []  # drawn ahead, not handed out yet
+
+
 def new_task_id() -> str:
-    """A random UUIDv4 in its text form (see new_task_ids)."""
-    return new_task_ids(1)[0]
+    """A random UUIDv4 in its text form (see new_task_ids), from a batch drawn ahead: one read of the OS's random
+    source for 64 ids, and a one-off enqueue (as an idle producer makes them) does a list pop, not the drawing.
+    Threads take distinct ids (list pop and extend are atomic); a forked child draws its own."""
+    try:
+        return _drawn.pop()
+    except IndexError:
+        _drawn.extend(new_task_ids(_AHEAD))
+        return _drawn.pop()
+
+
+os.register_at_fork(after_in_child=_drawn.clear)  # never the parent's ids again: ids drawn by one are its own
 
 
 def _bad(argument: str, message: str) -> InvalidArgumentError:

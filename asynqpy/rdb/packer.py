@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from asynqpy.options import EnqueueOptions
@@ -21,6 +22,7 @@ from asynqpy.wire import TaskMessage
 _TID = "\x00tid\x00"
 _DATA = b"\x00data\x00"
 _UKEY = "\x00ukey\x00"
+DRAWN_ID_LENGTH = 36  # a UUID's text, as new_task_id draws it
 
 
 def _varint(n: int) -> bytes:
@@ -88,20 +90,40 @@ class EnqueuePacker:
         # the task's id (before, after), its message (None) or its unique key ("").
         fmt = [evalsha_head(call.script.sha, len(call.keys) + len(call.args), len(call.keys)).replace(b"%", b"%%")]
         holes: list[tuple[str, str] | str | None] = []
+        # pack_drawn's format: the same, with the length and the text around a drawn id packed too (its length is
+        # known), and the message as its length and bytes; the values are picked from (id, message length, message).
+        drawn: list[bytes] | None = list(fmt)
+        picks: list[int] = []
         for value in (*call.keys, *call.args):
+            seg = None  # pack_drawn's segment for a hole
             if value == _DATA:
                 holes.append(None)
+                seg = b"$%d\r\n%s\r\n"
+                picks += (1, 2)
             elif value == _UKEY:
                 holes.append("")
+                drawn = None  # a unique key varies in length: pack() only
             elif isinstance(value, str) and _TID in value:
                 before, after = value.split(_TID)
                 holes.append((before, after))
+                b, a = before.encode(), after.encode()
+                seg = b"$%d\r\n%s%%s%s\r\n" % (len(b) + DRAWN_ID_LENGTH + len(a), b.replace(b"%", b"%%"),
+                                                a.replace(b"%", b"%%"))
+                picks.append(0)
             else:
-                fmt.append(_seg(encode_arg(value)).replace(b"%", b"%%"))
+                seg = _seg(encode_arg(value)).replace(b"%", b"%%")
+                fmt.append(seg)
+                if drawn is not None:
+                    drawn.append(seg)
                 continue
+            if drawn is not None and seg is not None:
+                drawn.append(seg)
             fmt.append(b"%s")
         self._fmt = b"".join(fmt)
         self._holes = holes
+        # (itemgetter gives a tuple from two picks on: the message's length and bytes are always two)
+        self._drawn = b"".join(drawn) if drawn is not None and len(picks) > 1 else None
+        self._pick = itemgetter(*picks) if len(picks) > 1 else None
 
     def pack(self, tid: str, data: bytes, ukey: str) -> bytes:
         vals = []
@@ -114,6 +136,14 @@ class EnqueuePacker:
                 b = f"{h[0]}{tid}{h[1]}".encode()
             vals.append(b"$%d\r\n%s\r\n" % (len(b), b))
         return self._fmt % tuple(vals)
+
+    def pack_drawn(self, tid: str, data: bytes) -> bytes:
+        """pack(tid, data, "") for a drawn id (DRAWN_ID_LENGTH characters) and options without a unique key, from
+        one %-format: the enqueue of a single task (Client.enqueue's hot path)."""
+        if self._drawn is None or self._pick is None or len(tid) != DRAWN_ID_LENGTH:
+            return self.pack(tid, data, "")
+        out: bytes = self._drawn % self._pick((tid.encode(), len(data), data))
+        return out
 
     def check_reply(self, raw: Any, tid: str) -> Exception | None:
         """The error an enqueue reply stands for (DuplicateTaskError, TaskIDConflictError), or None."""
@@ -140,7 +170,8 @@ class SingleEnqueue:
         self.script = self.packer.script
 
     def command(self, task_type: str, payload: bytes, task_id: str) -> bytes:
-        return self.packer.pack(task_id, self.template.encode_drawn(task_type, payload, task_id), "")
+        """The command of a task with a drawn id (new_task_id)."""
+        return self.packer.pack_drawn(task_id, self.template.encode_drawn(task_type, payload, task_id))
 
 
 class ManyPacker:

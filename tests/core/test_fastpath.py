@@ -4,6 +4,7 @@ enqueue_many keeps every option's semantics, and AsyncClient callers share round
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ from redis.connection import Connection
 
 from asynqpy import AsyncClient, Client, DuplicateTaskError, Task, TaskIDConflictError, TaskOptions, TaskState
 from asynqpy.client import message
+from asynqpy.options import new_task_id
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
 from asynqpy.rdb.resp import pack, pack_command
@@ -59,6 +61,34 @@ def test_packed_messages_and_commands_are_those_of_the_plain_path(opts: TaskOpti
         assert data == msg.SerializeToString()
         for wake, packer in packers.items():
             assert packer.pack(tid, data, ukey) == pack(broker.enqueue(msg, one, now=NOW, wake=wake))
+
+
+@pytest.mark.parametrize("opts", OPTIONS, ids=range(len(OPTIONS)))
+def test_a_drawn_ids_command_from_one_format_is_the_plain_paths(opts: TaskOptions) -> None:
+    resolved = opts.resolve(NOW, task_id="-")
+    template = MessageTemplate(resolved)
+    packer = EnqueuePacker(resolved, NOW, wake=True)
+    for t in TASKS:
+        tid = new_task_id()
+        data = template.encode(t.type, None if t.nil_payload else t.payload, t.headers, tid, "")
+        assert packer.pack_drawn(tid, data) == packer.pack(tid, data, "")
+    # an id of another length (given, not drawn) is packed as pack() does it
+    assert packer.pack_drawn("short", b"m") == packer.pack("short", b"m", "")
+
+
+def test_a_forked_child_never_hands_out_the_ids_its_parent_drew_ahead() -> None:
+    new_task_id()  # the parent holds a batch drawn ahead now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids, then out at once
+        os.write(write, " ".join(new_task_id() for _ in range(10)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = set(os.read(read, 65536).decode().split())
+    os.close(read)
+    parent = {new_task_id() for _ in range(10)}
+    assert len(child) == 10 and len(parent) == 10 and not child & parent
 
 
 def test_pack_is_what_redis_py_sends() -> None:
