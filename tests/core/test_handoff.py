@@ -58,6 +58,25 @@ def test_enqueue_hands_the_oldest_task_to_a_live_waiter(redis_url: str, r: redis
     assert r.llen(keys.pending("default")) == 2
 
 
+@pytest.mark.parametrize("unique", [None, 60], ids=["plain", "unique"])
+def test_a_task_enqueued_to_an_idle_worker_is_stored_active_and_handed_over(redis_url: str, r: redis.Redis,
+                                                                          unique: int | None) -> None:
+    # the idle case (nothing pending before it): no pending round, the same end state as one
+    r.zadd(keys.waiters("default"), {"w1": time.time() + 5})
+    tid = Client(redis_url).enqueue(Task("t", b"p"), unique=unique).id
+    h = r.hgetall(keys.task("default", tid))
+    assert h[b"state"] == b"active" and b"pending_since" not in h
+    assert TaskMessage.FromString(h[b"msg"]).payload == b"p"
+    assert (b"unique_key" in h) == bool(unique)
+    assert not r.exists(keys.pending("default"))
+    assert r.lrange(keys.active("default"), 0, -1) == [tid.encode()]
+    assert r.zscore(keys.lease("default"), tid) > time.time() + 25
+    assert r.zcard(keys.waiters("default")) == 0
+    [item] = r.lrange(keys.handoff("default", "w1"), 0, -1)
+    assert broker.parse_handoff(item) == (tid, h[b"msg"])
+    assert 0 < r.ttl(keys.handoff("default", "w1")) <= 60
+
+
 def test_no_handoff_on_a_paused_queue(redis_url: str, r: redis.Redis) -> None:
     r.set(keys.paused("default"), 1)
     r.zadd(keys.waiters("default"), {"w1": time.time() + 5})

@@ -18,8 +18,6 @@ end
 if redis.call("EXISTS", KEYS[1]) == 1 then
   return 0
 end
-redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "pending", "pending_since", now.ns)
-redis.call("LPUSH", KEYS[2], ARGV[2])
-handoff_or_wake(KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[5])),
-                ARGV[6], ARGV[7], ARGV[3], ARGV[4])
+enqueue_new(KEYS[1], ARGV[2], ARGV[1], {}, now.ns, KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], now.s,
+            math.ceil(now.ms / 1000 + tonumber(ARGV[5])), ARGV[6], ARGV[7], ARGV[3], ARGV[4])
 return 1

@@ -20,8 +20,6 @@ end
 if redis.call("EXISTS", KEYS[2]) == 1 then
   return 0
 end
-redis.call("HSET", KEYS[2], "msg", ARGV[3], "state", "pending", "pending_since", now.ns, "unique_key", KEYS[1])
-redis.call("LPUSH", KEYS[3], ARGV[1])
-handoff_or_wake(KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7], now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[6])),
-                ARGV[7], ARGV[8], ARGV[4], ARGV[5])
+enqueue_new(KEYS[2], ARGV[1], ARGV[3], {"unique_key", KEYS[1]}, now.ns, KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7],
+            now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[6])), ARGV[7], ARGV[8], ARGV[4], ARGV[5])
 return 1
