@@ -98,6 +98,7 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
   local now_ms  -- read (TIME) only when a task falls under a limit: an unlimited type does not pay for it
 
   if list and list.waiting then
+    local lib = limits_lib()
     -- the waiting tasks first, the partitions to look at again soonest first
     for _, member in ipairs(redis.call("ZRANGE", lp .. "lwaiting", 0, 19)) do
       if n >= max then
@@ -114,13 +115,13 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
         local msg = redis.call("HGET", key, "msg")
         local st = redis.call("HMGET", key, "limit_wait", "state")
         if not msg or not st[1] or st[2] ~= "pending" then
-          unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
+          lib.unwait(lp, wl)  -- deleted, archived or started meanwhile (Inspector)
         else
-          local matched = limits_of(list, msg)
+          local matched = lib.limits_of(list, msg)
           now_ms = now_ms or clock("").ms
-          local m, at = admit(lp, q.lease, matched, id, now_ms, expiry)
+          local m, at = lib.admit(lp, q.lease, matched, id, now_ms, expiry)
           if not m then
-            unwait(lp, wl)
+            lib.unwait(lp, wl)
             redis.call("LPUSH", q.active, id)
             start(q, id, key, msg, expiry, with_since, with_wait, tag, out)
             n = n + 1
@@ -128,8 +129,8 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
             again = at
             break
           else
-            unwait(lp, wl)  -- waits for another limit now
-            block(lp, key, id, m, at)
+            lib.unwait(lp, wl)  -- waits for another limit now
+            lib.block(lp, key, id, m, at)
           end
         end
       end
@@ -160,14 +161,14 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
       redis.call("LREM", q.active, 1, id)
     else
       local m, at
-      local matched = list and limits_of(list, msg)
+      local matched = list and limits_lib().limits_of(list, msg)
       if matched and #matched > 0 then
         now_ms = now_ms or clock("").ms
-        m, at = admit(lp, q.lease, matched, id, now_ms, expiry)
+        m, at = limits_lib().admit(lp, q.lease, matched, id, now_ms, expiry)
       end
       if m then
         redis.call("LREM", q.active, 1, id)
-        block(lp, key, id, m, at)
+        limits_lib().block(lp, key, id, m, at)
         blocked = blocked + 1
         if blocked >= MAX_BLOCKED then
           return n, true

@@ -6,9 +6,22 @@
 -- one network hop from producer to handler instead of wake-up + dequeue. Otherwise idle workers are woken
 -- on the wake channel. The hand-off list holds "<id length>:<id><msg>" and expires if nobody reads it.
 
--- The worker a task may be handed to now: nil when the queue is paused or no registration is live.
-local function live_waiter(waiters, paused, now)
-  if redis.call("EXISTS", paused) == 1 then
+-- True when the queue of this pending list has no pause, no limits (nor tasks waiting on one) and no backpressure
+-- limit (see _room.lua): one EXISTS for what live_waiter, load_limits and refusal would each ask (an enqueue's
+-- common case; load_limits is told).
+local function plain_queue(pending, paused)
+  local lp = limits_prefix_of(pending)
+  if redis.call("EXISTS", paused, lp .. "limits", lp .. "lwaiting", lp .. "qlimit") == 0 then
+    loaded[lp] = false
+    return true
+  end
+  return false
+end
+
+-- The worker a task may be handed to now: nil when the queue is paused or no registration is live. plain: the
+-- queue is not paused (plain_queue said so).
+local function live_waiter(waiters, paused, now, plain)
+  if not plain and redis.call("EXISTS", paused) == 1 then
     return nil
   end
   return redis.call("ZRANGEBYSCORE", waiters, now, "+inf", "LIMIT", 0, 1)[1]
@@ -47,13 +60,14 @@ local function handoff(waiters, paused, pending, active, lease, now, lease_expir
     end
     local m, again
     if list then
-      m, again = admit(lp, lease, limits_of(list, msg), id, math.floor(tonumber(now) * 1000), lease_expiry)
+      local lib = limits_lib()
+      m, again = lib.admit(lp, lease, lib.limits_of(list, msg), id, math.floor(tonumber(now) * 1000), lease_expiry)
     end
     if not m then
       break
     end
     redis.call("LREM", active, 1, id)
-    block(lp, key, id, m, again)
+    limits_lib().block(lp, key, id, m, again)
     msg = nil
   end
   if not msg then
@@ -70,10 +84,10 @@ end
 -- (since: pending_since), then the oldest pending task goes to a live waiter, or idle workers are woken on the
 -- channel. In the idle case (a live waiter, nothing pending before it, no limits on the queue) the task goes to
 -- the waiter as it is stored, active: the state the pending round leaves (LPUSH, RPOPLPUSH, HGET, HSET, HDEL), in
--- three commands fewer, on an idle worker's pickup path.
+-- three commands fewer, on an idle worker's pickup path. plain: what plain_queue said.
 local function enqueue_new(key, id, msg, fields, since, waiters, paused, pending, active, lease, now, lease_expiry,
-                           task_prefix, handoff_prefix, channel, queue)
-  local w = live_waiter(waiters, paused, now)
+                           task_prefix, handoff_prefix, channel, queue, plain)
+  local w = live_waiter(waiters, paused, now, plain)
   if w and redis.call("LLEN", pending) == 0 and not load_limits(limits_prefix_of(pending)) then
     redis.call("HSET", key, "msg", msg, "state", "active", unpack(fields))
     redis.call("LPUSH", active, id)

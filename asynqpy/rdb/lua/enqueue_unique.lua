@@ -9,7 +9,8 @@
 -- #include _limits.lua
 -- #include _handoff.lua
 local now = clock("")  -- one reading for the limit check and the task
-local full = refusal(string.sub(KEYS[3], 1, -8), now.ms, 0)
+local plain = plain_queue(KEYS[3], KEYS[5])  -- (then no backpressure limit to check)
+local full = not plain and refusal(string.sub(KEYS[3], 1, -8), now.ms, 0)
 if full then
   return full
 end
@@ -21,5 +22,5 @@ if redis.call("EXISTS", KEYS[2]) == 1 then
   return 0
 end
 enqueue_new(KEYS[2], ARGV[1], ARGV[3], {"unique_key", KEYS[1]}, now.ns, KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7],
-            now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[6])), ARGV[7], ARGV[8], ARGV[4], ARGV[5])
+            now.s, math.ceil(now.ms / 1000 + tonumber(ARGV[6])), ARGV[7], ARGV[8], ARGV[4], ARGV[5], plain)
 return 1
