@@ -59,12 +59,16 @@ class HandedPop:
         if self._pool is None:
             item = await self.client.blpop(boxes, timeout=timeout)
             return None if item is None else (bytes(item[0]), bytes(item[1]))
-        replies = self._replies
-        if replies is None or replies.lost is not None:
-            replies = await self._connect()
+        if self._conn is None or (self._replies is not None and self._replies.lost is not None):
+            await self._connect()
         try:
-            # The reply is due after `timeout`; past the connection's socket timeout beyond it the server is gone.
-            item = await replies.request(pack_command("BLPOP", *boxes, timeout), timeout + self._grace, take)
+            replies = self._replies
+            if replies is not None:
+                # The reply is due after `timeout`; past the socket timeout beyond it the server is gone.
+                item = await replies.request(pack_command("BLPOP", *boxes, timeout), timeout + self._grace, take)
+            else:  # a redis-py whose connection is laid out otherwise: read through it (no take)
+                await self._conn.send_command("BLPOP", *boxes, timeout)
+                item = await self._conn.read_response()
         except BaseException:
             # a broken, timed-out or cancelled read may leave a reply on the wire: the next pop reconnects
             await self._drop()
@@ -73,16 +77,20 @@ class HandedPop:
             return item
         if isinstance(item, Exception):  # an error reply (e.g. NOPERM): the connection itself is fine
             raise item
-        return item[0], item[1]
+        return bytes(item[0]), bytes(item[1])
 
-    async def _connect(self) -> _Replies:
+    async def _connect(self) -> None:
         await self._drop()
         conn = self._pool.make_connection()  # type: ignore[union-attr]
         await conn.connect()  # as the pool does: a Sentinel's connection asks for the primary
         self._conn = conn
         self._grace = float(conn.socket_timeout or 10.0)
         self._replies = _Replies.take_over(conn)
-        return self._replies
+
+    @property
+    def reads_itself(self) -> bool:
+        """True when the connection's replies are read by our protocol (see _Replies.take_over)."""
+        return self._replies is not None
 
     async def _drop(self) -> None:
         conn, self._conn, self._replies = self._conn, None, None
@@ -106,12 +114,16 @@ class _Replies(asyncio.Protocol):
         self.lost: Exception | None = None
 
     @classmethod
-    def take_over(cls, conn: Any) -> _Replies:
-        transport = conn._writer.transport
+    def take_over(cls, conn: Any) -> _Replies | None:
+        """The protocol of redis-py's greeted connection conn from now on; None when conn is not laid out as the
+        redis-py versions we know lay it (an asyncio stream reader and writer): the pop reads through redis-py."""
+        transport = getattr(getattr(conn, "_writer", None), "transport", None)
+        left = getattr(getattr(conn, "_reader", None), "_buffer", None)
+        if transport is None or not hasattr(transport, "set_protocol") or not isinstance(left, bytearray):
+            return None
         self = cls(transport, transport.get_protocol())
-        left = bytes(conn._reader._buffer)  # nothing, after the greeting's replies were all read
-        if left:
-            self.reader.feed(left)
+        if left:  # (nothing, once the greeting's replies were all read)
+            self.reader.feed(bytes(left))
         transport.set_protocol(self)
         return self
 

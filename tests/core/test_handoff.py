@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -235,6 +237,75 @@ def test_the_lane_blocks_again_after_its_connection_is_killed(redis_url: str, r:
         wait_for(ran.is_set, timeout=10, what="the handed task to run once the lane reconnected")
         wait_for(blocked, what="the lane blocking again")
     assert got == [b"after"]
+
+
+@pytest.mark.parametrize("own_reader", [True, False], ids=["our protocol", "through redis-py"])
+def test_the_lanes_pop_reads_replies_errors_and_hand_offs_it_takes(redis_url: str, r: redis.Redis,
+                                                                   own_reader: bool) -> None:
+    """HandedPop on one server: with this redis-py its replies are read by our protocol (a redis-py that lays its
+    connection out otherwise falls back to reading through it, own_reader=False): no task within the block is
+    None, a handed element is returned, or started by the take (TAKEN), an error reply is raised and the
+    connection kept, and a killed connection is raised once and made again at the next pop."""
+    if isinstance(r, RedisCluster):
+        pytest.skip("on a Cluster the pop is the cluster client's blpop")
+    from redis.exceptions import ConnectionError, ResponseError
+
+    from asynqpy.connection import aconnect
+    from asynqpy.rdb import handoff_io
+
+    box = keys.handoff("default", "w1")
+    taken: list[tuple[bytes, bytes]] = []
+
+    async def go() -> None:
+        client = aconnect(redis_url)
+        popper = handoff_io.HandedPop(client, direct=True)
+        try:
+            if not own_reader:
+                popper._connect = _plain_connect(popper)  # type: ignore[method-assign]
+            assert await popper.pop([box], 0.05) is None
+            assert popper.reads_itself is own_reader
+            r.lpush(box, b"one")
+            assert await popper.pop([box], 1) == (box.encode(), b"one")
+            r.lpush(box, b"two")
+            item = await popper.pop([box], 1, lambda k, v: bool(taken.append((k, v))) or True)
+            if own_reader:
+                assert item is handoff_io.TAKEN
+            else:
+                assert item == (box.encode(), b"two")
+            assert taken == ([(box.encode(), b"two")] if own_reader else [])
+            r.set("not-a-list", 1)
+            with pytest.raises(ResponseError, match="WRONGTYPE"):
+                await popper.pop(["not-a-list"], 1)
+            r.lpush(box, b"three")
+            assert await popper.pop([box], 1) == (box.encode(), b"three")
+            killer = asyncio.get_running_loop().call_later(
+                0.2, lambda: r.client_kill_filter(_type="normal", skipme=True))
+            with pytest.raises(ConnectionError):
+                await popper.pop([box], 2)
+            killer.cancel()
+            r.lpush(box, b"four")
+            assert await popper.pop([box], 1) == (box.encode(), b"four")
+        finally:
+            await popper.aclose()
+            await client.aclose()
+
+    asyncio.run(go())
+
+
+def _plain_connect(popper: Any) -> Any:
+    """popper's _connect, with the take-over refused (as on a redis-py whose connection is laid out otherwise)."""
+    from asynqpy.rdb import handoff_io
+
+    real = popper._connect
+
+    async def connect() -> None:
+        take_over = handoff_io._Replies.take_over
+        handoff_io._Replies.take_over = classmethod(lambda cls, conn: None)  # type: ignore[method-assign, assignment]
+        try:
+            await real()
+        finally:
+            handoff_io._Replies.take_over = take_over  # type: ignore[method-assign]
+    return connect
 
 
 def test_a_worker_behind_sentinel_gets_handed_tasks(redis_sentinel, r: redis.Redis) -> None:  # type: ignore[no-untyped-def]
