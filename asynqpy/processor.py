@@ -143,7 +143,11 @@ class Processor:
 
     def room_for_handed_now(self) -> bool | None:
         """room_for_handed() without its wait: None while a dequeue is in flight (then the lane asks that)."""
-        return None if self._reserved else self._room_for_handed()
+        if self._reserved:
+            return None
+        cfg = self.cfg  # (too_many_stuck unfolded: an idle worker's pickup runs this)
+        return (self._fetching and not self._paused and len(self.threads.stuck) < cfg.max_stuck_threads
+                and self.running < cfg.concurrency)
 
     def _room_for_handed(self) -> bool:
         return (self._fetching and not self._paused and not self.too_many_stuck

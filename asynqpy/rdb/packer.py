@@ -170,8 +170,15 @@ class SingleEnqueue:
         self.script = self.packer.script
 
     def command(self, task_type: str, payload: bytes, task_id: str) -> bytes:
-        """The command of a task with a drawn id (new_task_id)."""
-        return self.packer.pack_drawn(task_id, self.template.encode_drawn(task_type, payload, task_id))
+        """The command of a task with a drawn id (new_task_id): encode_drawn and pack_drawn in one step."""
+        packer = self.packer
+        tid = task_id.encode()
+        if packer._drawn is None or packer._pick is None or len(tid) != DRAWN_ID_LENGTH:
+            return packer.pack(task_id, self.template.encode_drawn(task_type, payload, task_id), "")
+        # (MessageTemplate.encode_drawn's bytes, its id encoded once for both)
+        data = b"%s%s\x1a$%s%s" % (_type_field(task_type), _field(0x12, payload), tid, self.template._after_id)
+        out: bytes = packer._drawn % packer._pick((tid, len(data), data))
+        return out
 
 
 class ManyPacker:

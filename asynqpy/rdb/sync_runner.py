@@ -31,6 +31,11 @@ from asynqpy.rdb.scripts import (
 
 T = TypeVar("T")
 
+# How many forks made this process (0 in the first): a runner's own connection is its parent's when the count
+# changed since it took it.
+_forks = [0]
+os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
 
 class SyncRunner:
     """Runs Calls on a redis.Redis client (decode_responses must be off: messages are binary)."""
@@ -41,7 +46,7 @@ class SyncRunner:
         self.plain = self._pool is not None  # send() and send_scripts() work
         self._lock = threading.Lock()
         self._conn: Any = None
-        self._conn_pid = 0
+        self._conn_forks = 0
 
     def send(self, packed: Sequence[bytes]) -> list[Any]:
         """Send pre-packed commands in one round trip; the raw replies, an error reply as its exception.
@@ -96,9 +101,9 @@ class SyncRunner:
 
     def _own(self) -> Any:
         """The runner's own connection (a new one in a forked child); it reconnects by itself when dropped."""
-        if self._conn is None or self._conn_pid != os.getpid():
+        if self._conn is None or self._conn_forks != _forks[0]:  # (not os.getpid(): a system call per command)
             self._conn = self._pool.get_connection()  # in use for good: the pool closes it with the client
-            self._conn_pid = os.getpid()
+            self._conn_forks = _forks[0]
         return self._conn
 
     def send_scripts(self, packed: Sequence[bytes], scripts: Sequence[Script | None]) -> list[Any]:

@@ -16,7 +16,7 @@ from asynqpy import AsyncClient, Client, DuplicateTaskError, Task, TaskIDConflic
 from asynqpy.client import message
 from asynqpy.options import new_task_id
 from asynqpy.rdb import broker, keys
-from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate
+from asynqpy.rdb.packer import EnqueuePacker, MessageTemplate, SingleEnqueue
 from asynqpy.rdb.resp import pack, pack_command
 from asynqpy.rdb.scripts import Call, script
 from asynqpy.task import TaskInfo
@@ -68,10 +68,13 @@ def test_a_drawn_ids_command_from_one_format_is_the_plain_paths(opts: TaskOption
     resolved = opts.resolve(NOW, task_id="-")
     template = MessageTemplate(resolved)
     packer = EnqueuePacker(resolved, NOW, wake=True)
+    single = SingleEnqueue(resolved, NOW)
     for t in TASKS:
         tid = new_task_id()
         data = template.encode(t.type, None if t.nil_payload else t.payload, t.headers, tid, "")
         assert packer.pack_drawn(tid, data) == packer.pack(tid, data, "")
+        if not t.headers:  # (Client.enqueue sends a task with headers the plain way)
+            assert single.command(t.type, t.payload, tid) == packer.pack(tid, data, "")
     # an id of another length (given, not drawn) is packed as pack() does it
     assert packer.pack_drawn("short", b"m") == packer.pack("short", b"m", "")
 
