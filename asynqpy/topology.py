@@ -35,10 +35,20 @@ def cli_binary(server: str) -> str:
     return found
 
 
+def _ephemeral_low() -> int:
+    """The first port the OS may give an outgoing connection (Linux's ip_local_port_range; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def cluster_port(host: str = "127.0.0.1") -> int:
-    """A free port whose cluster bus port (port + 10000) is free too: both below the ephemeral range."""
+    """A free port whose cluster bus port (port + 10000) is free too: both below the ephemeral range, so that no
+    outgoing connection of another process takes one between this check and the server's bind."""
+    top = max(20100, min(30000, _ephemeral_low() - 10000))  # (32768: ports 20000-22767, bus ports below 32768)
     for _ in range(200):
-        port = random.randrange(20000, 30000)
+        port = random.randrange(20000, top)
         if port_is_free(port, host) and port_is_free(port + 10000, host):
             return port
     raise RuntimeError("no free port pair for a cluster node")
