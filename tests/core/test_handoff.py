@@ -292,6 +292,36 @@ def test_the_lanes_pop_reads_replies_errors_and_hand_offs_it_takes(redis_url: st
     asyncio.run(go())
 
 
+def test_a_hand_off_read_while_a_dequeue_is_in_flight_waits_for_it_then_starts(redis_url: str,
+                                                                                r: redis.Redis) -> None:
+    """The lane's take starts a handed task in the reply's callback only when a slot is sure without a wait: with a
+    dequeue in flight (its slots reserved) it leaves the task to the lane's pass, which starts it once that dequeue
+    has started what it got (here: nothing)."""
+    if isinstance(r, RedisCluster):
+        pytest.skip("on a Cluster the pop is the cluster client's blpop: the lane's pass always starts the task")
+    mux = ServeMux()
+    ran = threading.Event()
+    mux.handle("t", lambda t: ran.set())
+    with running(redis_url, mux, concurrency=2) as srv:
+        proc, loop = srv._processor, srv._loop  # type: ignore[union-attr]
+        assert proc is not None and loop is not None
+        sid = srv.runtime.server_id  # type: ignore[union-attr]
+        wait_for(lambda: r.zscore(keys.waiters("default"), sid)
+                 and any(c.get("cmd") == "blpop" for c in r.client_list()), what="the lane blocking")
+
+        def dequeue_in_flight(begins: bool) -> None:  # as _fetch_loop marks one (its slot reserved), then ends it
+            proc._reserved += 1 if begins else -1
+            (proc._fetched.clear if begins else proc._fetched.set)()
+
+        loop.call_soon_threadsafe(dequeue_in_flight, True)
+        tid = Client(redis_url).enqueue(Task("t", b"")).id
+        assert r.hget(keys.task("default", tid), "state") == b"active"  # handed over at enqueue
+        assert not ran.wait(0.5)  # read, but held for the dequeue in flight
+        loop.call_soon_threadsafe(dequeue_in_flight, False)
+        wait_for(ran.is_set, what="the handed task to start once the dequeue ended")
+    assert r.get(keys.processed_total("default")) == b"1"
+
+
 def _plain_connect(popper: Any) -> Any:
     """popper's _connect, with the take-over refused (as on a redis-py whose connection is laid out otherwise)."""
     from asynqpy.rdb import handoff_io
