@@ -8,8 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import hiredis
-from redis._parsers import BaseParser
-from redis.exceptions import ConnectionError, InvalidResponse, TimeoutError
+from redis.exceptions import ConnectionError, InvalidResponse, ResponseError, TimeoutError
 
 from asynqpy.rdb import keys
 from asynqpy.rdb.broker import exact, not_after
@@ -17,6 +16,13 @@ from asynqpy.rdb.resp import pack_command
 from asynqpy.rdb.scripts import Call, script
 
 SERVER_CLOSED = "Connection closed by server."  # redis-py's words, for the same event
+
+try:  # an error reply as the exception redis-py raises for it (NOPERM -> NoPermissionError, ...)
+    from redis._parsers import BaseParser
+
+    _reply_error: Callable[[str], Exception] = BaseParser.parse_error
+except ImportError:  # a redis-py that keeps it elsewhere: every error reply is a ResponseError
+    _reply_error = ResponseError
 
 Take = Callable[[bytes, bytes], bool]  # see HandedPop.pop
 TAKEN: Any = object()  # HandedPop.pop's return when its take() started the task
@@ -108,7 +114,7 @@ class _Replies(asyncio.Protocol):
     def __init__(self, transport: asyncio.Transport, stream: Any) -> None:
         self.transport = transport
         self.stream = stream  # redis-py's StreamReaderProtocol: told when the connection closes
-        self.reader = hiredis.Reader(protocolError=InvalidResponse, replyError=BaseParser.parse_error)
+        self.reader = hiredis.Reader(protocolError=InvalidResponse, replyError=_reply_error)
         self.waiter: asyncio.Future[Any] | None = None
         self.take: Take | None = None
         self.lost: Exception | None = None
