@@ -163,9 +163,7 @@ class _Lane:
         if item is None or item is handoff_io.TAKEN:
             return
         box, value = item
-        self._consumed()
-        q = self.boxes[box.decode()]
-        tid, data = broker.parse_handoff(value)
+        q, tid, data = self._received(box, value)
         # The task is leased to us already and holds the slot we offered: fetches leave it that slot (claimed here,
         # and in Redis by the dequeue script, which sees the registration consumed while we still offered it),
         # rather than a fetch taking a task enqueued after it and this one going back behind it.
@@ -187,10 +185,13 @@ class _Lane:
             return
         await asyncio.sleep(0)  # let the handler start before this loop registers again
 
-    def _consumed(self) -> None:
-        """A task was handed over: the script consumed our registration for its queue."""
+    def _received(self, box: bytes, value: bytes) -> tuple[str, str, bytes]:
+        """A task was handed over (hand-off list, element): the script consumed our registration for its queue.
+        Returns its queue, id and message."""
         self._registered_until = 0.0
         self.offering = False
+        tid, data = broker.parse_handoff(value)
+        return self.boxes[box.decode()], tid, data
 
     def _take(self, box: bytes, value: bytes) -> bool:
         """The pop's take (see HandedPop.pop): start the task handed over as its reply is read, when a slot is sure
@@ -198,9 +199,7 @@ class _Lane:
         task back."""
         if not self.processor.room_for_handed_now():
             return False
-        self._consumed()
-        tid, data = broker.parse_handoff(value)
-        self.processor.start_task(self.boxes[box.decode()], tid, data)
+        self.processor.start_task(*self._received(box, value))
         return True
 
     async def _register(self, until: float) -> None:

@@ -143,15 +143,12 @@ class Processor:
 
     def room_for_handed_now(self) -> bool | None:
         """room_for_handed() without its wait: None while a dequeue is in flight (then the lane asks that)."""
-        if self._reserved:
-            return None
-        cfg = self.cfg  # (too_many_stuck unfolded: an idle worker's pickup runs this)
-        return (self._fetching and not self._paused and len(self.threads.stuck) < cfg.max_stuck_threads
-                and self.running < cfg.concurrency)
+        return None if self._reserved else self._room_for_handed()
 
     def _room_for_handed(self) -> bool:
-        return (self._fetching and not self._paused and not self.too_many_stuck
-                and self.running + self._reserved < self.cfg.concurrency)
+        cfg = self.cfg  # (too_many_stuck unfolded: an idle worker's pickup runs this)
+        return (self._fetching and not self._paused and len(self.threads.stuck) < cfg.max_stuck_threads
+                and self.running + self._reserved < cfg.concurrency)
 
     async def wait_for_slot(self, timeout: float) -> None:
         """Wait until a slot frees, at most timeout seconds (always yields to the loop)."""

@@ -148,7 +148,7 @@ class _Replies(asyncio.Protocol):
             return await waiter
         finally:
             timer.cancel()
-            self.waiter = None
+            self.waiter = self.take = None
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader

@@ -95,14 +95,13 @@ class EnqueuePacker:
         drawn: list[bytes] | None = list(fmt)
         picks: list[int] = []
         for value in (*call.keys, *call.args):
-            seg = None  # pack_drawn's segment for a hole
             if value == _DATA:
                 holes.append(None)
                 seg = b"$%d\r\n%s\r\n"
                 picks += (1, 2)
             elif value == _UKEY:
                 holes.append("")
-                drawn = None  # a unique key varies in length: pack() only
+                seg, drawn = b"", None  # a unique key varies in length: pack() only
             elif isinstance(value, str) and _TID in value:
                 before, after = value.split(_TID)
                 holes.append((before, after))
@@ -116,14 +115,13 @@ class EnqueuePacker:
                 if drawn is not None:
                     drawn.append(seg)
                 continue
-            if drawn is not None and seg is not None:
+            if drawn is not None:
                 drawn.append(seg)
             fmt.append(b"%s")
         self._fmt = b"".join(fmt)
         self._holes = holes
-        # (itemgetter gives a tuple from two picks on: the message's length and bytes are always two)
-        self._drawn = b"".join(drawn) if drawn is not None and len(picks) > 1 else None
-        self._pick = itemgetter(*picks) if len(picks) > 1 else None
+        # pack_drawn's format and picker (itemgetter gives a tuple from two picks on: the message is always two)
+        self._drawn = (b"".join(drawn), itemgetter(*picks)) if drawn is not None and len(picks) > 1 else None
 
     def pack(self, tid: str, data: bytes, ukey: str) -> bytes:
         vals = []
@@ -140,9 +138,10 @@ class EnqueuePacker:
     def pack_drawn(self, tid: str, data: bytes) -> bytes:
         """pack(tid, data, "") for a drawn id (DRAWN_ID_LENGTH characters) and options without a unique key, from
         one %-format: the enqueue of a single task (Client.enqueue's hot path)."""
-        if self._drawn is None or self._pick is None or len(tid) != DRAWN_ID_LENGTH:
+        if self._drawn is None or len(tid) != DRAWN_ID_LENGTH:
             return self.pack(tid, data, "")
-        out: bytes = self._drawn % self._pick((tid.encode(), len(data), data))
+        fmt, pick = self._drawn
+        out: bytes = fmt % pick((tid.encode(), len(data), data))
         return out
 
     def check_reply(self, raw: Any, tid: str) -> Exception | None:
@@ -170,15 +169,8 @@ class SingleEnqueue:
         self.script = self.packer.script
 
     def command(self, task_type: str, payload: bytes, task_id: str) -> bytes:
-        """The command of a task with a drawn id (new_task_id): encode_drawn and pack_drawn in one step."""
-        packer = self.packer
-        tid = task_id.encode()
-        if packer._drawn is None or packer._pick is None or len(tid) != DRAWN_ID_LENGTH:
-            return packer.pack(task_id, self.template.encode_drawn(task_type, payload, task_id), "")
-        # (MessageTemplate.encode_drawn's bytes, its id encoded once for both)
-        data = b"%s%s\x1a$%s%s" % (_type_field(task_type), _field(0x12, payload), tid, self.template._after_id)
-        out: bytes = packer._drawn % packer._pick((tid, len(data), data))
-        return out
+        """The command of a task with a drawn id (new_task_id)."""
+        return self.packer.pack_drawn(task_id, self.template.encode_drawn(task_type, payload, task_id))
 
 
 class ManyPacker:
