@@ -3,8 +3,10 @@
     python bench/pickup_probe.py [--samples 200] [--rounds 1] [--redis-url URL]
 
 Runs the bench's pickup measurement (one task at a time, 25-75 ms apart, `t = time.time()` before the enqueue
-call) against one worker process with timestamps at each hop, and the same shape over a bare redis-py LPUSH +
-asyncio BLPOP pair (the floor of this machine and Redis right now: two processes, one blocked client woken):
+call) against one worker process with timestamps at each hop, and the same shape over two floors of this machine
+and Redis right now (two processes, one blocked client woken): a bare redis-py LPUSH + asyncio BLPOP pair, and
+the same without any client library ("raw": the LPUSH written on a plain socket, the BLPOP's reply read by an
+asyncio protocol with hiredis as the hand-off lane reads it; no AUTH or TLS, so not with such a --redis-url):
 
   producer   t -> the enqueue command leaves the client (Python work: options, message, packing)
   round trip t -> Client.enqueue returned (producer + script + reply)
@@ -141,6 +143,43 @@ def bare_worker(url: str) -> None:
                 continue
             start = time.time()
             r.rpush(KEY_OUT, json.dumps({"t": float(item[1]), "pop": start, "start": start}))
+    asyncio.run(go())
+
+
+def raw_worker(url: str) -> None:
+    """The floor without any client library: BLPOP written on a plain socket and its reply read by an asyncio
+    protocol with hiredis, as the hand-off lane does; the time is taken in data_received."""
+    from urllib.parse import urlparse
+
+    import hiredis
+
+    u = urlparse(url)
+    db = (u.path or "/0").lstrip("/") or "0"
+    pop = b"*3\r\n$5\r\nBLPOP\r\n$%d\r\n%s\r\n$1\r\n1\r\n" % (len(KEY_BARE), KEY_BARE.encode())
+    r = redis.Redis.from_url(url)
+
+    class Pop(asyncio.Protocol):
+        def connection_made(self, transport: Any) -> None:
+            self.t = transport
+            self.reader = hiredis.Reader()
+            self.greeted = False
+            transport.write(b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n" % (len(db), db.encode()))
+
+        def data_received(self, data: bytes) -> None:
+            now = time.time()
+            self.reader.feed(data)
+            while (reply := self.reader.gets()) is not False:
+                if not self.greeted:
+                    self.greeted = True
+                    r.rpush(KEY_READY, "1")
+                elif reply is not None:
+                    r.rpush(KEY_OUT, json.dumps({"t": float(reply[1]), "pop": now, "start": now}))
+                self.t.write(pop)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        await loop.create_connection(Pop, u.hostname or "127.0.0.1", u.port or 6379)
+        await asyncio.Event().wait()
     asyncio.run(go())
 
 
@@ -344,16 +383,47 @@ def probe_bare(url: str, samples: int, log: Path) -> dict[str, list[float]]:
     return {"total": [d["start"] - d["t"] for d in rows]}
 
 
+def probe_raw(url: str, samples: int, log: Path) -> dict[str, list[float]]:
+    """LPUSH written on a plain socket (its reply read before the next) to the raw worker's BLPOP."""
+    import socket
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    proc = _spawn("raw", url, log)
+    sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 6379))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    db = ((u.path or "/0").lstrip("/") or "0").encode()
+    try:
+        sock.sendall(b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n" % (len(db), db))
+        sock.recv(64)
+        if r.blpop([KEY_READY], timeout=60) is None:
+            raise RuntimeError(f"the raw worker did not start: {log.read_text()[-500:]}")
+        time.sleep(1.0)
+        key = KEY_BARE.encode()
+        for _ in pickup_schedule(samples):
+            v = repr(time.time()).encode()
+            sock.sendall(b"*3\r\n$5\r\nLPUSH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(v), v))
+            sock.recv(64)
+        rows = _collect(r, samples, time.time() + 10)
+    finally:
+        sock.close()
+        _stop(proc)
+        r.flushdb()
+    return {"total": [d["start"] - d["t"] for d in rows]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/pickup_probe.py", description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=1, help="alternate bare and asynqpy this many times")
     ap.add_argument("--delayed", type=int, default=0, help="also this many delayed tasks (the bench's step)")
     ap.add_argument("--redis-url")
-    ap.add_argument("--worker", choices=("asynqpy", "bare"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("asynqpy", "bare", "raw"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        (asynqpy_worker if args.worker == "asynqpy" else bare_worker)(args.redis_url)
+        {"asynqpy": asynqpy_worker, "bare": bare_worker, "raw": raw_worker}[args.worker](args.redis_url)
         return 0
     logs = ROOT / "bench" / "results" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -361,8 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.rounds):
             print(f"round {i + 1}, load average {os.getloadavg()[0]:.2f} (ms, p50 / p99)")
             if args.samples:
+                raw = probe_raw(url, args.samples, logs / "probe-raw.log")
                 bare = probe_bare(url, args.samples, logs / "probe-bare.log")
                 mine = probe_asynqpy(url, args.samples, logs / "probe-asynqpy.log")
+                print(f"  raw socket LPUSH -> BLPOP       total {pct(raw['total'], 50) * 1e3:5.2f} / "
+                      f"{pct(raw['total'], 99) * 1e3:5.2f}")
                 print(f"  bare LPUSH -> asyncio BLPOP     total {pct(bare['total'], 50) * 1e3:5.2f} / "
                       f"{pct(bare['total'], 99) * 1e3:5.2f}")
                 print("  asynqpy   " + "  ".join(f"{k} {pct(v, 50) * 1e3:.2f} / {pct(v, 99) * 1e3:.2f}"
