@@ -13,7 +13,7 @@ from typing import Any
 from asynqpy import AsyncClient, Client, ReceivedTask, ServeMux, Task
 from asynqpy.client import message
 from asynqpy.options import DEFAULT_OPTIONS
-from asynqpy.rdb import broker
+from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import Call
 from bench.adapters.base import TASK_TYPE, Adapter, console_script, payload, record, redis_url
 
@@ -54,6 +54,20 @@ class AsynqpyAdapter(Adapter):
         """`asynqpy worker ... --processes N`: a supervisor and N spawned worker processes, each its own Server."""
         return [console_script("asynqpy"), "worker", "bench.adapters.asynqpy_adapter:mux", "--redis-url", self.url,
                 "--concurrency", str(CONCURRENCY), "--queues", "default=1", "--processes", str(processes)]
+
+    def hold_queue(self) -> bool:
+        """Pause the queue (asynq's paused key: workers leave it alone)."""
+        self.client.redis.set(keys.paused("default"), int(time.time()))
+        return True
+
+    def workers_up(self) -> int:
+        """Servers registered by their heartbeat (the database was flushed before the step)."""
+        return int(self.client.redis.zcard(keys.SERVERS))  # type: ignore[arg-type]
+
+    def release_queue(self) -> None:
+        """Unpause, and wake the idle workers at once (our producers' wake-up channel) rather than at their poll."""
+        self.client.redis.delete(keys.paused("default"))
+        self.client.redis.publish(keys.WAKE_CHANNEL, "default")
 
     def enqueue(self, p: dict[str, Any]) -> None:
         self.client.enqueue(_task(p))

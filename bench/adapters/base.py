@@ -236,6 +236,19 @@ class Adapter:
         """The worker command with `processes` worker processes, or None when the library has no such mode here."""
         return None
 
+    # The start barrier of a multi-process drain: the queue is held (filled, but no worker may take from it) while
+    # the processes start, and released once all of them are up, so that the clock, which starts at the first
+    # task, does not count one process's start-up while another drains. A library without it returns False.
+    def hold_queue(self) -> bool:
+        return False
+
+    def workers_up(self) -> int:
+        """How many worker processes are up and waiting (used while the queue is held)."""
+        return 0
+
+    def release_queue(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -95,9 +95,11 @@ class Bench:
         mem0 = self._settled_memory()
         self.ad.fill(n)
         per_task = (self._used_memory() - mem0) / n if n else 0.0
+        held = argv is not None and self.ad.hold_queue()
         redis0 = self._redis_work()
         w = self.worker("drain" if processes == 1 else f"drain{processes}", n, argv)
         spawned = time.time()
+        released = self._release_when_up(w, processes, timeout) if held else None
         last_change, last_c, partial = spawned, 0, False
         c, t_last, left = 0, 0.0, None
         cpu0: tuple[int, float] | None = None  # (tasks counted, CPU seconds) at the first progress seen
@@ -139,6 +141,7 @@ class Bench:
         return {"rate": c / secs if secs > 0 else float("inf"), "n": c, "asked": n, "seconds": secs,
                 "bytes_per_pending_task": per_task, "processes": processes, "cpu_us_per_task": cpu_us,
                 "wall_from_spawn": t_last - spawned, "first_from_spawn": first - spawned, "partial": partial,
+                "released_from_spawn": None if released is None else released - spawned,
                 "left_queued": left,
                 "redis_cpu_us_per_task": (redis1[0] - redis0[0]) / c * 1e6,
                 # the same window as cpu_us_per_task: cores the whole machine kept busy, and each process's CPU
@@ -148,6 +151,20 @@ class Bench:
                 "redis_calls_per_task": {k: round((v - redis0[1].get(k, 0)) / c, 3) for k, v in redis1[1].items()
                                          if v - redis0[1].get(k, 0) > 0},
                 **({"per_process": per_process} if per_process is not None else {})}
+
+    def _release_when_up(self, w: WorkerProcess, processes: int, timeout: float) -> float:
+        """Wait until all the worker's processes are up (the queue held meanwhile), release it; when it was."""
+        end = time.time() + timeout
+        while self.ad.workers_up() < processes:
+            if not w.alive():
+                self.ad.release_queue()
+                raise StepError(f"worker exited while starting: {w.log_tail()}")
+            if time.time() > end:
+                self.ad.release_queue()
+                raise StepError(f"only {self.ad.workers_up()} of {processes} worker processes up after {timeout:.0f}s")
+            time.sleep(0.01)
+        self.ad.release_queue()
+        return time.time()
 
     def _redis_work(self) -> tuple[float, dict[str, int]]:
         """The server's CPU so far (user+sys, s) and each command's calls (INFO commandstats)."""
