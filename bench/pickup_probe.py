@@ -146,15 +146,21 @@ def bare_worker(url: str) -> None:
     asyncio.run(go())
 
 
+def _plain_address(url: str) -> tuple[str, int, bytes]:
+    """Host, port and the SELECT of the database of a redis:// URL (the raw floor speaks no AUTH or TLS)."""
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    db = ((u.path or "/0").lstrip("/") or "0").encode()
+    return u.hostname or "127.0.0.1", u.port or 6379, b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n" % (len(db), db)
+
+
 def raw_worker(url: str) -> None:
     """The floor without any client library: BLPOP written on a plain socket and its reply read by an asyncio
     protocol with hiredis, as the hand-off lane does; the time is taken in data_received."""
-    from urllib.parse import urlparse
-
     import hiredis
 
-    u = urlparse(url)
-    db = (u.path or "/0").lstrip("/") or "0"
+    host, port, select = _plain_address(url)
     pop = b"*3\r\n$5\r\nBLPOP\r\n$%d\r\n%s\r\n$1\r\n1\r\n" % (len(KEY_BARE), KEY_BARE.encode())
     r = redis.Redis.from_url(url)
 
@@ -163,7 +169,7 @@ def raw_worker(url: str) -> None:
             self.t = transport
             self.reader = hiredis.Reader()
             self.greeted = False
-            transport.write(b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n" % (len(db), db.encode()))
+            transport.write(select)
 
         def data_received(self, data: bytes) -> None:
             now = time.time()
@@ -178,7 +184,7 @@ def raw_worker(url: str) -> None:
 
     async def go() -> None:
         loop = asyncio.get_running_loop()
-        await loop.create_connection(Pop, u.hostname or "127.0.0.1", u.port or 6379)
+        await loop.create_connection(Pop, host, port)
         await asyncio.Event().wait()
     asyncio.run(go())
 
@@ -386,17 +392,15 @@ def probe_bare(url: str, samples: int, log: Path) -> dict[str, list[float]]:
 def probe_raw(url: str, samples: int, log: Path) -> dict[str, list[float]]:
     """LPUSH written on a plain socket (its reply read before the next) to the raw worker's BLPOP."""
     import socket
-    from urllib.parse import urlparse
 
-    u = urlparse(url)
+    host, port, select = _plain_address(url)
     r = redis.Redis.from_url(url)
     r.flushdb()
     proc = _spawn("raw", url, log)
-    sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 6379))
+    sock = socket.create_connection((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    db = ((u.path or "/0").lstrip("/") or "0").encode()
     try:
-        sock.sendall(b"*2\r\n$6\r\nSELECT\r\n$%d\r\n%s\r\n" % (len(db), db))
+        sock.sendall(select)
         sock.recv(64)
         if r.blpop([KEY_READY], timeout=60) is None:
             raise RuntimeError(f"the raw worker did not start: {log.read_text()[-500:]}")
@@ -417,7 +421,7 @@ def probe_raw(url: str, samples: int, log: Path) -> dict[str, list[float]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/pickup_probe.py", description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=1, help="alternate bare and asynqpy this many times")
+    ap.add_argument("--rounds", type=int, default=1, help="alternate raw, bare and asynqpy this many times")
     ap.add_argument("--delayed", type=int, default=0, help="also this many delayed tasks (the bench's step)")
     ap.add_argument("--redis-url")
     ap.add_argument("--worker", choices=("asynqpy", "bare", "raw"), help=argparse.SUPPRESS)

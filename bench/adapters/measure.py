@@ -99,7 +99,11 @@ class Bench:
         redis0 = self._redis_work()
         w = self.worker("drain" if processes == 1 else f"drain{processes}", n, argv)
         spawned = time.time()
-        released = self._release_when_up(w, processes, timeout) if held else None
+        try:
+            released = self._release_when_up(w, processes, timeout) if held else None
+        except BaseException:
+            w.stop()
+            raise
         last_change, last_c, partial = spawned, 0, False
         c, t_last, left = 0, 0.0, None
         cpu0: tuple[int, float] | None = None  # (tasks counted, CPU seconds) at the first progress seen
