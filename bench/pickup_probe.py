@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -372,21 +373,28 @@ def probe_delayed(url: str, samples: int, log: Path, delay: float = 0.5, spread:
     return out
 
 
-def probe_bare(url: str, samples: int, log: Path) -> dict[str, list[float]]:
+def _probe_floor(url: str, kind: str, samples: int, log: Path, push: Callable[[], None]) -> dict[str, list[float]]:
+    """One floor: the `kind` worker started, then push() (an LPUSH of time.time() to KEY_BARE) at each arrival."""
     r = redis.Redis.from_url(url)
     r.flushdb()
-    proc = _spawn("bare", url, log)
+    proc = _spawn(kind, url, log)
     try:
         if r.blpop([KEY_READY], timeout=60) is None:
-            raise RuntimeError(f"the bare worker did not start: {log.read_text()[-500:]}")
+            raise RuntimeError(f"the {kind} worker did not start: {log.read_text()[-500:]}")
         time.sleep(1.0)
         for _ in pickup_schedule(samples):
-            r.lpush(KEY_BARE, repr(time.time()))
+            push()
         rows = _collect(r, samples, time.time() + 10)
     finally:
         _stop(proc)
         r.flushdb()
     return {"total": [d["start"] - d["t"] for d in rows]}
+
+
+def probe_bare(url: str, samples: int, log: Path) -> dict[str, list[float]]:
+    """redis-py's LPUSH to the bare worker's asyncio BLPOP."""
+    r = redis.Redis.from_url(url)
+    return _probe_floor(url, "bare", samples, log, lambda: r.lpush(KEY_BARE, repr(time.time())))
 
 
 def probe_raw(url: str, samples: int, log: Path) -> dict[str, list[float]]:
@@ -394,28 +402,18 @@ def probe_raw(url: str, samples: int, log: Path) -> dict[str, list[float]]:
     import socket
 
     host, port, select = _plain_address(url)
-    r = redis.Redis.from_url(url)
-    r.flushdb()
-    proc = _spawn("raw", url, log)
-    sock = socket.create_connection((host, port))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
+    key = KEY_BARE.encode()
+
+    def push() -> None:
+        v = repr(time.time()).encode()
+        sock.sendall(b"*3\r\n$5\r\nLPUSH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(v), v))
+        sock.recv(64)
+
+    with socket.create_connection((host, port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(select)
         sock.recv(64)
-        if r.blpop([KEY_READY], timeout=60) is None:
-            raise RuntimeError(f"the raw worker did not start: {log.read_text()[-500:]}")
-        time.sleep(1.0)
-        key = KEY_BARE.encode()
-        for _ in pickup_schedule(samples):
-            v = repr(time.time()).encode()
-            sock.sendall(b"*3\r\n$5\r\nLPUSH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(v), v))
-            sock.recv(64)
-        rows = _collect(r, samples, time.time() + 10)
-    finally:
-        sock.close()
-        _stop(proc)
-        r.flushdb()
-    return {"total": [d["start"] - d["t"] for d in rows]}
+        return _probe_floor(url, "raw", samples, log, push)
 
 
 def main(argv: list[str] | None = None) -> int:

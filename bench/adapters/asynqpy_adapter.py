@@ -16,6 +16,7 @@ from asynqpy.options import DEFAULT_OPTIONS
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.scripts import Call
 from bench.adapters.base import TASK_TYPE, Adapter, console_script, payload, record, redis_url
+from inspector import Inspector
 
 CONCURRENCY = 10
 
@@ -56,8 +57,8 @@ class AsynqpyAdapter(Adapter):
                 "--concurrency", str(CONCURRENCY), "--queues", "default=1", "--processes", str(processes)]
 
     def hold_queue(self) -> bool:
-        """Pause the queue (asynq's paused key: workers leave it alone)."""
-        self.client.redis.set(keys.paused("default"), int(time.time()))
+        """Pause the queue (the Inspector's pause: workers leave it alone)."""
+        Inspector(connection=self.client.redis).pause("default")
         return True
 
     def workers_up(self) -> int:
@@ -66,7 +67,7 @@ class AsynqpyAdapter(Adapter):
 
     def release_queue(self) -> None:
         """Unpause, and wake the idle workers at once (our producers' wake-up channel) rather than at their poll."""
-        self.client.redis.delete(keys.paused("default"))
+        Inspector(connection=self.client.redis).unpause("default")
         self.client.redis.publish(keys.WAKE_CHANNEL, "default")
 
     def enqueue(self, p: dict[str, Any]) -> None:

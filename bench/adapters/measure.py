@@ -159,15 +159,16 @@ class Bench:
     def _release_when_up(self, w: WorkerProcess, processes: int, timeout: float) -> float:
         """Wait until all the worker's processes are up (the queue held meanwhile), release it; when it was."""
         end = time.time() + timeout
-        while self.ad.workers_up() < processes:
-            if not w.alive():
-                self.ad.release_queue()
-                raise StepError(f"worker exited while starting: {w.log_tail()}")
-            if time.time() > end:
-                self.ad.release_queue()
-                raise StepError(f"only {self.ad.workers_up()} of {processes} worker processes up after {timeout:.0f}s")
-            time.sleep(0.01)
-        self.ad.release_queue()
+        try:
+            while self.ad.workers_up() < processes:
+                if not w.alive():
+                    raise StepError(f"worker exited while starting: {w.log_tail()}")
+                if time.time() > end:
+                    raise StepError(f"only {self.ad.workers_up()} of {processes} worker processes up after "
+                                    f"{timeout:.0f}s")
+                time.sleep(0.01)
+        finally:
+            self.ad.release_queue()
         return time.time()
 
     def _redis_work(self) -> tuple[float, dict[str, int]]:
