@@ -8,23 +8,41 @@
 
 -- True when the queue of this pending list has no pause, no limits (nor tasks waiting on one) and no backpressure
 -- limit (see _room.lua): one EXISTS for what live_waiter, load_limits and refusal would each ask (an enqueue's
--- common case; load_limits is told).
-local function plain_queue(pending, paused)
+-- common case; load_limits is told). fresh (optional): the key of a task about to be stored, asked in the same
+-- EXISTS: true then also says that no task has this key; false says only that one of the keys exists (the caller
+-- asks again without it).
+local function plain_queue(pending, paused, fresh)
   local lp = limits_prefix_of(pending)
-  if redis.call("EXISTS", paused, lp .. "limits", lp .. "lwaiting", lp .. "qlimit") == 0 then
+  local n
+  if fresh then
+    n = redis.call("EXISTS", paused, lp .. "limits", lp .. "lwaiting", lp .. "qlimit", fresh)
+  else
+    n = redis.call("EXISTS", paused, lp .. "limits", lp .. "lwaiting", lp .. "qlimit")
+  end
+  if n == 0 then
     loaded[lp] = false
     return true
   end
   return false
 end
 
+local no_waiter = {}  -- waiters sets found paused or with no live registration in this call (neither changes during it)
+
 -- The worker a task may be handed to now: nil when the queue is paused or no registration is live. plain: the
--- queue is not paused (plain_queue said so).
+-- queue is not paused (plain_queue said so). (Read, not popped: a script's first write, ZPOPMAX too, would lift
+-- Redis's OOM refusal of the enqueue's HSET.)
 local function live_waiter(waiters, paused, now, plain)
-  if not plain and redis.call("EXISTS", paused) == 1 then
+  if no_waiter[waiters] then
     return nil
   end
-  return redis.call("ZRANGEBYSCORE", waiters, now, "+inf", "LIMIT", 0, 1)[1]
+  local w
+  if plain or redis.call("EXISTS", paused) == 0 then
+    w = redis.call("ZRANGEBYSCORE", waiters, now, "+inf", "LIMIT", 0, 1)[1]
+  end
+  if not w then
+    no_waiter[waiters] = true
+  end
+  return w
 end
 
 -- An active task (in the active list, its hash saying so) leased to worker w, whose registration it consumes, and
