@@ -23,7 +23,9 @@ Q = "checks"
 
 def _payload(r: redis.Redis, tid: str) -> bytes:
     m = TaskMessage()
-    m.ParseFromString(bytes(r.hget(keys.task(Q, tid), "msg")))  # type: ignore[arg-type]
+    raw = r.hget(keys.task(Q, tid), "msg")
+    assert isinstance(raw, bytes)
+    m.ParseFromString(raw)
     return m.payload
 
 
@@ -80,7 +82,7 @@ def test_a_forward_hands_one_task_to_each_live_waiter_only(redis_url: str, r: re
     ids = [c.enqueue(Task("t", str(i).encode()), queue=Q, process_in=timedelta(seconds=1)).id for i in range(3)]
     moved, _, _ = SyncRunner(r).run(broker.forward(Q, now=now + 2))
     assert moved == 3
-    handed = r.lrange(keys.handoff(Q, "live"), 0, -1)
-    assert len(handed) == 1 and broker.parse_handoff(bytes(handed[0]))[0]  # type: ignore[arg-type] in ids
+    handed: list[bytes] = r.lrange(keys.handoff(Q, "live"), 0, -1)  # type: ignore[assignment]
+    assert len(handed) == 1 and broker.parse_handoff(handed[0])[0] in ids
     assert r.llen(keys.handoff(Q, "lapsed")) == 0 and r.llen(keys.pending(Q)) == 2
     assert r.zrange(keys.waiters(Q), 0, -1) == [b"lapsed"]  # the live one consumed, the lapsed one left as it was
