@@ -3,6 +3,7 @@ chunks), pause and unpause, cancel, delete a queue, update a scheduled task's pa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,8 @@ from asynqpy.errors import (
     QueueAlreadyPausedError,
     QueueNotEmptyError,
     QueueNotPausedError,
+    RedisCommandError,
+    RedisUnavailableError,
     TaskAlreadyArchivedError,
     TaskNotFoundError,
 )
@@ -26,6 +29,8 @@ from asynqpy.wire import decode_task_message
 from inspector.context import Ctx, check_id, check_ids, check_queue_name, check_state, state_source, text
 from inspector.models import BatchResult, TaskFailure
 from inspector.scripts import script
+
+log = logging.getLogger("asynqpy.inspector")
 
 DEFAULT_CHUNK = 250
 MAX_QUEUE_DELETE_ROUNDS = 20
@@ -209,10 +214,18 @@ def pause(ctx: Ctx, q: str) -> None:
 
 
 def unpause(ctx: Ctx, q: str) -> None:
-    """Let workers take the queue's tasks again. Raises QueueNotPausedError."""
+    """Let workers take the queue's tasks again. Raises QueueNotPausedError.
+
+    Idle asynqpy workers of the queue are woken (our producers' wake-up channel), so its pending tasks start now
+    rather than at their next poll (idle_poll_interval; Go's workers, which do not listen, find them then). The
+    queue is resumed once its key is gone: a wake-up Redis refuses (an ACL without PUBLISH) is logged, not raised."""
     check_queue_name(q)
     if not ctx.command("DEL", keys.paused(q)):
         raise QueueNotPausedError(f"queue {q!r} is not paused", queue=q)
+    try:
+        ctx.command("PUBLISH", keys.WAKE_CHANNEL, q)
+    except (RedisUnavailableError, RedisCommandError) as exc:
+        log.warning("queue %r resumed; its idle workers were not woken (%s): they find it at their next poll", q, exc)
 
 
 def cancel(ctx: Ctx, task_id: str) -> int:

@@ -66,9 +66,8 @@ class AsynqpyAdapter(Adapter):
         return int(self.client.redis.zcard(keys.SERVERS))  # type: ignore[arg-type]
 
     def release_queue(self) -> None:
-        """Unpause, and wake the idle workers at once (our producers' wake-up channel) rather than at their poll."""
+        """Unpause (the Inspector's unpause wakes the idle workers at once, rather than at their poll)."""
         Inspector(connection=self.client.redis).unpause("default")
-        self.client.redis.publish(keys.WAKE_CHANNEL, "default")
 
     def enqueue(self, p: dict[str, Any]) -> None:
         self.client.enqueue(_task(p))
