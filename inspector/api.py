@@ -192,7 +192,8 @@ class Inspector:
         actions.pause(self._ctx, queue)
 
     def unpause(self, queue: str) -> None:
-        """Resume a paused queue. Raises QueueNotPausedError."""
+        """Resume a paused queue, waking its idle asynqpy workers (see actions.unpause). Raises
+        QueueNotPausedError."""
         actions.unpause(self._ctx, queue)
 
     def delete_queue(self, queue: str, force: bool = False) -> None:
