@@ -1,4 +1,5 @@
-"""Small test helpers: poll for a condition, run a Server for the length of a with-block."""
+"""Small test helpers: poll for a condition, run a Server for the length of a with-block, read a stored task's
+message."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import redis
+
 from asynqpy import ServeMux, Server
+from asynqpy.rdb import keys
+from asynqpy.wire import TaskMessage
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = "condition") -> Any:
@@ -32,3 +37,10 @@ def running(redis_url: str, mux: ServeMux, **settings: Any) -> Iterator[Server]:
         yield srv
     finally:
         srv.shutdown()
+
+
+def msg_of(r: redis.Redis, q: str, tid: str) -> TaskMessage:
+    """The message stored in task tid's hash of queue q."""
+    m = TaskMessage()
+    m.ParseFromString(r.hget(keys.task(q, tid), "msg"))  # type: ignore[arg-type]
+    return m

@@ -14,13 +14,7 @@ import redis
 from asynqpy import AsyncClient, DuplicateTaskError, Task, TaskIDConflictError, TaskState
 from asynqpy.rdb import keys
 from asynqpy.task import TaskInfo
-from asynqpy.wire import TaskMessage
-
-
-def msg_of(r: redis.Redis, q: str, tid: str) -> TaskMessage:
-    m = TaskMessage()
-    m.ParseFromString(r.hget(keys.task(q, tid), "msg"))
-    return m
+from tests.helpers import msg_of
 
 
 def counting_commands(c: AsyncClient) -> list[int]:

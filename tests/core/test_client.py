@@ -23,13 +23,7 @@ from asynqpy import (
     TaskOptions,
     TaskState,
 )
-from asynqpy.wire import TaskMessage
-
-
-def msg_of(r: redis.Redis, q: str, tid: str) -> TaskMessage:
-    m = TaskMessage()
-    m.ParseFromString(r.hget(f"asynq:{{{q}}}:t:{tid}", "msg"))
-    return m
+from tests.helpers import msg_of
 
 
 def test_enqueue_writes_pending_task_with_asynq_defaults(redis_url: str, r: redis.Redis) -> None:

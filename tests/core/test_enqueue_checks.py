@@ -15,18 +15,10 @@ from asynqpy import Client, DuplicateTaskError, QueueFullError, Task, TaskIDConf
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.flow import set_queue_limit
 from asynqpy.rdb.sync_runner import SyncRunner
-from asynqpy.wire import TaskMessage
 from inspector import Inspector
+from tests.helpers import msg_of
 
 Q = "checks"
-
-
-def _payload(r: redis.Redis, tid: str) -> bytes:
-    m = TaskMessage()
-    raw = r.hget(keys.task(Q, tid), "msg")
-    assert isinstance(raw, bytes)
-    m.ParseFromString(raw)
-    return m.payload
 
 
 def _prepare(kind: str, r: redis.Redis) -> None:
@@ -43,7 +35,7 @@ def test_a_taken_id_is_a_conflict_and_changes_nothing(kind: str, redis_url: str,
     c.enqueue(Task("t", b"first"), queue=Q, task_id="x")
     with pytest.raises(TaskIDConflictError):
         c.enqueue(Task("t", b"second"), queue=Q, task_id="x")
-    assert _payload(r, "x") == b"first" and r.lrange(keys.pending(Q), 0, -1) == [b"x"]
+    assert msg_of(r, Q, "x").payload == b"first" and r.lrange(keys.pending(Q), 0, -1) == [b"x"]
     info = c.enqueue(Task("t", b"third"), queue=Q, task_id="y")  # a new id still goes in
     assert info.id == "y" and r.llen(keys.pending(Q)) == 2
 
@@ -67,7 +59,7 @@ def test_unique_checks_the_lock_then_the_id(kind: str, redis_url: str, r: redis.
     lock = keys.unique(Q, "t", b"u")
     with pytest.raises(TaskIDConflictError):  # the lock was free: it is taken, and stays (as in asynq)
         c.enqueue(Task("t", b"u"), queue=Q, task_id="x", unique=60)
-    assert r.get(lock) == b"x" and _payload(r, "x") == b"first"
+    assert r.get(lock) == b"x" and msg_of(r, Q, "x").payload == b"first"
     with pytest.raises(DuplicateTaskError):  # held now: the lock answers first
         c.enqueue(Task("t", b"u"), queue=Q, task_id="z", unique=timedelta(seconds=60))
     r.delete(lock)

@@ -10,19 +10,14 @@
 -- #include _room.lua
 -- #include _limits.lua
 -- #include _handoff.lua
+-- #include _new_task.lua
 local now = clock("")  -- one reading for the limit check and the task
--- The common case in one EXISTS: a queue with nothing to check (plain_queue) and a new task id. Otherwise the
--- backpressure limit is checked before the id, as each alone.
-local plain = plain_queue(KEYS[2], KEYS[4], KEYS[1])
-if not plain then
-  plain = plain_queue(KEYS[2], KEYS[4])  -- (then no backpressure limit to check)
-  local full = not plain and ARGV[8] ~= "1" and refusal(string.sub(KEYS[2], 1, -8), now.ms, 0)
-  if full then
-    return full
-  end
-  if plain or redis.call("EXISTS", KEYS[1]) == 1 then  -- (plain: the task's key is the one that exists)
-    return 0
-  end
+local plain, full, taken = new_task_checks(KEYS[2], KEYS[4], KEYS[1], now.ms, ARGV[8] ~= "1")
+if full then
+  return full
+end
+if taken then
+  return 0
 end
 enqueue_new(KEYS[1], ARGV[2], ARGV[1], {}, now.ns, KEYS[3], KEYS[4], KEYS[2], KEYS[5], KEYS[6], now.s,
             math.ceil(now.ms / 1000 + tonumber(ARGV[5])), ARGV[6], ARGV[7], ARGV[3], ARGV[4], plain)

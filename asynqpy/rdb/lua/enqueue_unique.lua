@@ -8,23 +8,17 @@
 -- #include _room.lua
 -- #include _limits.lua
 -- #include _handoff.lua
+-- #include _new_task.lua
 local now = clock("")  -- one reading for the limit check and the task
--- The common case in one EXISTS: a queue with nothing to check (plain_queue) and a new task id (see enqueue.lua).
-local plain = plain_queue(KEYS[3], KEYS[5], KEYS[2])
-local conflict = false
-if not plain then
-  plain = plain_queue(KEYS[3], KEYS[5])  -- (then no backpressure limit to check)
-  local full = not plain and refusal(string.sub(KEYS[3], 1, -8), now.ms, 0)
-  if full then
-    return full
-  end
-  conflict = plain or redis.call("EXISTS", KEYS[2]) == 1  -- (plain: the task's key is the one that exists)
+local plain, full, taken = new_task_checks(KEYS[3], KEYS[5], KEYS[2], now.ms, true)
+if full then
+  return full
 end
 local ok = redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2])
 if not ok then
   return -1
 end
-if conflict then
+if taken then
   return 0
 end
 enqueue_new(KEYS[2], ARGV[1], ARGV[3], {"unique_key", KEYS[1]}, now.ns, KEYS[4], KEYS[5], KEYS[3], KEYS[6], KEYS[7],
