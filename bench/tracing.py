@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
 
 from asynqpy import Client, ReceivedTask, ServeMux, Task, otel  # noqa: E402
-from asynqpy.embedded import EmbeddedServer  # noqa: E402
 from asynqpy.testing import TestWorker  # noqa: E402
+from bench.common import bench_redis  # noqa: E402
 
 
 class Drop(SpanExporter):
@@ -66,28 +66,22 @@ def drain_rate(url: str, n: int) -> float:
         worker.stop()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tasks", type=int, default=3000)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--redis-url", help="an empty database to use (default: a private embedded Valkey)")
-    args = ap.parse_args()
-    server = None if args.redis_url else EmbeddedServer().start()
-    url = args.redis_url or server.url  # type: ignore[union-attr]
+def measure(url: str, tasks: int, rounds: int) -> tuple[Drop, dict[str, dict[str, float]]]:
+    """The best enqueue and drain rates of rounds rounds with tracing off and on, taking turns; the exporter."""
     r = redis.Redis.from_url(url)
     exporter = Drop()
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1_000_000))
     results = {mode: {"enqueue": 0.0, "drain": 0.0} for mode in ("off", "on")}
     try:
-        for i in range(args.rounds + 1):  # the modes take turns, so the machine's moods hit both; round 0 warms up
+        for i in range(rounds + 1):  # the modes take turns, so the machine's moods hit both; round 0 warms up
             for mode in ("off", "on"):
                 if mode == "on":
                     otel.instrument(tracer_provider=provider)
                 r.flushdb()
-                enq = enqueue_rate(url, args.tasks)
+                enq = enqueue_rate(url, tasks)
                 r.flushdb()
-                drained = drain_rate(url, args.tasks)
+                drained = drain_rate(url, tasks)
                 otel.uninstrument()
                 if i:
                     best = results[mode]
@@ -96,8 +90,17 @@ def main() -> None:
         provider.shutdown()
         r.flushdb()
         r.close()
-        if server is not None:
-            server.stop()
+    return exporter, results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--redis-url", help="an empty database to use (default: a private embedded Valkey)")
+    args = ap.parse_args()
+    with bench_redis(args.redis_url) as url:
+        exporter, results = measure(url, args.tasks, args.rounds)
     print(f"{args.tasks} tasks, best of {args.rounds}; spans exported while on: {exporter.spans}")
     print(f"{'':8}{'enqueue/s':>12}{'drain/s':>12}")
     for mode, best in results.items():

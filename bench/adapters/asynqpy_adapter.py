@@ -63,7 +63,7 @@ class AsynqpyAdapter(Adapter):
 
     def workers_up(self) -> int:
         """Servers registered by their heartbeat (the database was flushed before the step)."""
-        return int(self.client.redis.zcard(keys.SERVERS))  # type: ignore[arg-type]
+        return int(self.client.redis.zcard(keys.SERVERS))
 
     def release_queue(self) -> None:
         """Unpause (the Inspector's unpause wakes the idle workers at once, rather than at their poll)."""
