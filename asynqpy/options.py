@@ -65,16 +65,34 @@ def _bad(argument: str, message: str) -> InvalidArgumentError:
     return InvalidArgumentError(message, argument=argument)
 
 
+# The longest duration asynq can hold: a Go time.Duration is int64 nanoseconds (about 292 years). Past it a due
+# time, a retention or a timeout would be one no Go reader can represent (and past year 9999 no Python one).
+MAX_DURATION_S = (2**63 - 1) // 1_000_000_000
+
+
 def seconds(value: Duration, name: str, *, allow_zero: bool = True) -> float:
-    """A duration in seconds from a number or timedelta. Raises InvalidArgumentError naming the argument."""
+    """A duration in seconds from a number or timedelta, at most MAX_DURATION_S (Go's longest Duration). Raises
+    InvalidArgumentError naming the argument."""
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         raise _bad(name, f"{name} must be seconds (int or float) or a timedelta, not {type(value).__name__}")
-    s = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    try:
+        s = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    except OverflowError:  # an int past float's range
+        if value > 0:  # type: ignore[operator]
+            raise _too_long(name, "a number past float's range") from None
+        s = -math.inf
     if math.isnan(s) or math.isinf(s):
         raise _bad(name, f"{name} must be a finite duration")
     if s < 0 or (s == 0 and not allow_zero):
         raise _bad(name, f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {s}")
+    if s > MAX_DURATION_S:
+        raise _too_long(name, f"{s:.3g}")
     return s
+
+
+def _too_long(name: str, got: str) -> InvalidArgumentError:
+    return _bad(name, f"{name} must be at most {MAX_DURATION_S} seconds (about 292 years, asynq's longest "
+                      f"duration), got {got}")
 
 
 def unix_time(value: datetime, name: str) -> float:

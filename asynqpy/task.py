@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.unixtime import utc_from_unix
 from asynqpy.wire import TaskMessage
 
 
@@ -83,7 +84,7 @@ class Task:
 
 
 def _when(unix_s: float) -> datetime | None:
-    return datetime.fromtimestamp(unix_s, tz=UTC) if unix_s else None
+    return utc_from_unix(unix_s) if unix_s else None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from asynqpy.errors import InvalidArgumentError, QueueNotFoundError
@@ -14,6 +14,7 @@ from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call, KeyOrArg
 from asynqpy.rdb.syncdoor import Batch, SyncDoor
 from asynqpy.task import TaskState
+from asynqpy.unixtime import utc_from_unix
 
 T = TypeVar("T")
 MAX_PAGE_SIZE = 1000
@@ -128,7 +129,7 @@ def list_window(start: int, stop: int) -> tuple[int, int]:
 
 
 def from_unix(t: float | None) -> datetime | None:
-    return datetime.fromtimestamp(t, tz=UTC) if t is not None else None
+    return utc_from_unix(t) if t is not None else None
 
 
 def text(v: Any) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
 from asynqpy.errors import MalformedTaskError
 from asynqpy.task import TaskInfo, TaskState
+from asynqpy.unixtime import utc_from_unix
 from asynqpy.wire import decode_task_message
 from inspector import display
 from inspector.context import from_unix, text
@@ -33,7 +34,7 @@ def ns_time(v: bytes | None) -> datetime | None:
     if not v:
         return None
     try:
-        return datetime.fromtimestamp(int(v) / 1e9, tz=UTC)
+        return utc_from_unix(int(v) / 1e9)
     except ValueError:
         return None
 

@@ -7,12 +7,12 @@ and type); a type recorded in none of them in the last 72 h answers 404 for such
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 
 from asynqpy.errors import AsynqError
+from asynqpy.unixtime import utc_from_unix
 from inspector.typestats import WINDOWS
 from webui import access, audit, inspector, snapshot, typecharts
 from webui.auth import require_role
@@ -46,7 +46,7 @@ def seconds(v: float | None) -> str:
 
 @bp.app_template_filter("unix_when")
 def unix_when(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return utc_from_unix(t).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _window() -> str:

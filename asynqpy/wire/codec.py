@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from google.protobuf.message import DecodeError
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from asynqpy.errors import MalformedTaskError
+from asynqpy.unixtime import utc_from_unix
 from asynqpy.wire.asynq_pb2 import TaskMessage
 
 _from_string = TaskMessage.FromString  # a new message parsed from bytes (one call: a worker decodes every task)
@@ -43,4 +44,4 @@ def timestamp_to_datetime(ts: Timestamp) -> datetime | None:
     """The aware UTC datetime of a Timestamp, or None for Go's zero time (and for an unset one)."""
     if ts.seconds <= GO_ZERO_TIME_SECONDS or (ts.seconds == 0 and ts.nanos == 0):
         return None
-    return datetime.fromtimestamp(ts.seconds + ts.nanos / 1e9, tz=UTC)
+    return utc_from_unix(ts.seconds + ts.nanos / 1e9)
