@@ -11,7 +11,7 @@ import redis
 from asynqpy.backpressure import QueueLimit
 from asynqpy.connection import connect
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, mask_url
+from asynqpy.errors import InvalidArgumentError, QueueNotFoundError, mask_url
 from asynqpy.limits import Limit, Usage
 from asynqpy.options import check_int
 from asynqpy.rdb import flow
@@ -187,9 +187,19 @@ class Inspector:
         """Aggregation groups of a queue with their sizes. Raises QueueNotFoundError."""
         return cluster.groups(self._ctx, queue)
 
-    def pause(self, queue: str) -> None:
-        """Stop servers from taking the queue's tasks. Raises QueueAlreadyPausedError."""
+    def pause(self, queue: str, *, known_only: bool = False) -> None:
+        """Stop servers from taking the queue's tasks. Raises QueueAlreadyPausedError. As asynq, any name may be
+        paused (ahead of its first task); with known_only a queue that is neither registered nor consumed by a live
+        server raises QueueNotFoundError and nothing is written (a typo, or a queue deleted meanwhile)."""
+        if known_only:
+            self.require_known(queue)
         actions.pause(self._ctx, queue)
+
+    def require_known(self, queue: str) -> None:
+        """Raise QueueNotFoundError unless the queue is registered or a live server consumes it."""
+        if queue not in self.queues() and not any(queue in s.queues for s in self.servers()):
+            raise QueueNotFoundError(f"queue {queue!r} not found: it is not registered and no live server consumes "
+                                     "it (`asynqpy queue ls` lists the queues)", queue=queue)
 
     def unpause(self, queue: str) -> None:
         """Resume a paused queue, waking its idle asynqpy workers (see actions.unpause). Raises

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
+from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotPausedError, UsageError
 from asynqpy.task import TaskInfo, TaskState
 from asynqpy.terminal import printable
 from inspector import bounds
@@ -118,14 +118,6 @@ def queue_history(insp: Inspector, args: argparse.Namespace) -> Out:
                                                                     for d in days]))
 
 
-def _known_queue(insp: Inspector, queue: str) -> None:
-    """Raise QueueNotFoundError unless the queue is registered or a live server consumes it (pausing a name
-    nothing knows is almost always a typo, though asynq itself would accept it)."""
-    if queue not in insp.queues() and not any(queue in s.queues for s in insp.servers()):
-        raise QueueNotFoundError(f"queue {queue!r} not found: it is not registered and no live server consumes it "
-                                 "(`asynqpy queue ls` lists the queues)", queue=queue)
-
-
 def queue_pause(insp: Inspector, args: argparse.Namespace) -> Out:
     return _set_paused(insp, args.queue, True)
 
@@ -137,7 +129,7 @@ def queue_unpause(insp: Inspector, args: argparse.Namespace) -> Out:
 def _set_paused(insp: Inspector, queue: str, paused: bool) -> Out:
     """Pause or resume a known queue; one already in that state is reported as such, not as an error (scripts
     want this idempotent)."""
-    _known_queue(insp, queue)
+    insp.require_known(queue)  # (pausing a name nothing knows is almost always a typo, though asynq accepts it)
     try:
         (insp.pause if paused else insp.unpause)(queue)
         changed, text = True, f"queue {queue!r} {'paused' if paused else 'resumed'}"

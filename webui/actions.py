@@ -200,7 +200,7 @@ def _on_all(queue: str, state: str, action: str) -> Any:
 def queue_action(queue: str, action: str) -> Any:
     insp = inspector()
     if action == "pause":
-        _guarded("queue.pause", queue, lambda: insp.pause(queue))
+        _guarded("queue.pause", queue, lambda: insp.pause(queue, known_only=True))  # (not one deleted meanwhile)
         msg = f"queue {queue} paused: servers take none of its tasks until it is resumed"
     elif action == "resume":
         _guarded("queue.resume", queue, lambda: insp.unpause(queue))
