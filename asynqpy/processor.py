@@ -305,8 +305,13 @@ class Processor:
                 await self.handler(at.received)
             else:  # the mux's router without middleware or tracing: its handler, without the router's own await
                 await route(at.received.type)(at.received)
-        except asyncio.CancelledError:
-            outcome = DeadlineExceeded() if at.stop_reason == "deadline" else StopRequested(at.stop_reason)
+        except asyncio.CancelledError as exc:
+            if at.stop_reason == "deadline":
+                outcome = DeadlineExceeded()
+            elif at.stop_reason or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                outcome = StopRequested(at.stop_reason or "shutdown")  # (no reason: the loop itself is closing)
+            else:  # raised by the handler itself, nobody cancelled it: a failure like any other, retried or archived
+                outcome = exc
         except BaseException as exc:
             outcome = exc
         finally:
