@@ -238,6 +238,8 @@ class TaskOptions:
             value = getattr(self, name)
             if value is not None:
                 check(value, name)
+            elif name in _DEFAULTS:  # None for an option with a default (queue, max_retry, durable): not given
+                object.__setattr__(self, name, _DEFAULTS[name])
         if self.process_in is not None and self.process_at is not None:
             raise _bad("process_in", "give process_in or process_at, not both")
 
@@ -249,12 +251,17 @@ class TaskOptions:
         """
         if not fields:
             return self
+        given = True
         for name, value in fields.items():
             check = _CHECKS.get(name)
             if check is None:
                 raise _bad(name, f"unknown option {name!r}; the options are: {', '.join(_CHECKS)}")
             if value is not None:
                 check(value, name)
+            elif name in _DEFAULTS:
+                given = False
+        if not given:  # None for an option with a default: not given, these options' value stands
+            fields = {k: v for k, v in fields.items() if v is not None or k not in _DEFAULTS}
         merged = object.__new__(type(self))
         values = merged.__dict__  # frozen: filled directly, as dataclasses.replace would after the same checks
         values.update(self.__dict__)
@@ -293,6 +300,9 @@ class TaskOptions:
 
 _CHECKS: dict[str, Callable[[Any, str], object]] = {f.name: f.metadata["check"]
                                                     for f in dataclasses.fields(TaskOptions)}
+# the options whose default is not None: None given for one of them means "not given" (its default, or the value
+# of the options merged into)
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(TaskOptions) if f.default is not None}
 DEFAULT_OPTIONS = TaskOptions()
 
 

@@ -207,6 +207,19 @@ def test_task_options_are_one_reusable_checked_object(redis_url: str, r: redis.R
     assert err.value.argument == "options"
 
 
+def test_none_for_an_option_with_a_default_means_not_given(redis_url: str) -> None:
+    # queue=None, max_retry=None and durable=None reached the broker as None (a TypeError from the script call)
+    assert TaskOptions(queue=None, max_retry=None).queue == "default"  # type: ignore[arg-type]
+    opts = TaskOptions(queue="reports", max_retry=2)
+    assert (opts.merge({"queue": None, "max_retry": None}).queue, opts.merge({"max_retry": None}).max_retry) == (
+        "reports", 2)
+    with Client(redis_url) as c:
+        assert c.enqueue(Task("t", b""), queue=None).queue == "default"  # type: ignore[arg-type]
+        assert c.enqueue(Task("t", b""), opts, queue=None, max_retry=None).max_retry == 2  # type: ignore[arg-type]
+        [many] = c.enqueue_many([Task("t", b"")], queue=None, durable=None)  # type: ignore[arg-type]
+        assert many.queue == "default"  # type: ignore[union-attr]
+
+
 def test_enqueue_many_takes_unique_per_task(redis_url: str) -> None:
     c = Client(redis_url)
     out = c.enqueue_many([Task("t", b"1"), Task("t", b"2"), Task("t", b"1")], unique=60)
