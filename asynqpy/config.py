@@ -7,6 +7,7 @@ import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
@@ -34,6 +35,10 @@ RetryDelay = Callable[[int, BaseException, ReceivedTask], float]
 _SECONDS = ("shutdown_timeout", "lease_duration", "lease_grace", "heartbeat_interval", "recover_interval",
             "forward_max_wait", "idle_poll_interval", "janitor_interval", "syncer_interval", "group_grace_period",
             "group_max_delay")
+# the period of a background loop: each one asks Redis something every time round
+_LOOP_INTERVALS = ("heartbeat_interval", "recover_interval", "forward_max_wait", "idle_poll_interval",
+                   "janitor_interval", "syncer_interval")
+MIN_LOOP_INTERVAL = 0.01
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,8 @@ class ServerConfig:
     TaskCheckInterval: our producers hand tasks to idle workers (or wake them) in one hop, so this poll only
     picks up tasks that Go producers enqueue; lower it for faster pickup of those, at ~3 commands per queue
     per poll.
-    janitor_interval: 8 s. syncer_interval: 1 s. group_aggregator(group, tasks) -> Task: None;
+    janitor_interval: 8 s. syncer_interval: 1 s. Durations are seconds or a timedelta; the loops' intervals are at
+    least 0.01 s, lease_duration at least 1 s. group_aggregator(group, tasks) -> Task: None;
     group_grace_period 60 s, group_max_delay 0 (off), group_max_size 0 (unlimited). durable_acks: off;
     True (or a Durability) makes every batch of acknowledgements wait for a replica (Redis WAIT), and replays
     a batch the replicas did not confirm, so a failover cannot bring finished tasks back to run again.
@@ -128,9 +134,19 @@ class ServerConfig:
             raise InvalidArgumentError("strict_priority must be True or False", argument="strict_priority")
         for name in _SECONDS:
             v = getattr(self, name)
+            if isinstance(v, timedelta):  # as the task options take them
+                v = v.total_seconds()
+                object.__setattr__(self, name, v)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v) or v < 0:
-                raise InvalidArgumentError(f"{name} must be a non-negative number of seconds, got {v!r}",
-                                           argument=name)
+                raise InvalidArgumentError(f"{name} must be a non-negative number of seconds or a timedelta, "
+                                           f"got {v!r}", argument=name)
+        for name in _LOOP_INTERVALS:
+            if getattr(self, name) < MIN_LOOP_INTERVAL:
+                raise InvalidArgumentError(f"{name} must be at least {MIN_LOOP_INTERVAL} s (a loop run more often "
+                                           f"floods Redis), got {getattr(self, name)!r}", argument=name)
+        if self.lease_duration < 1:
+            raise InvalidArgumentError(f"lease_duration must be at least 1 second, got {self.lease_duration!r}",
+                                       argument="lease_duration")
         check_int(self.group_max_size, "group_max_size")
         check_int(self.max_stuck_threads, "max_stuck_threads", minimum=1)
         if self.heartbeat_interval >= self.lease_duration:

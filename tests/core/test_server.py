@@ -400,11 +400,21 @@ def test_unreachable_redis_is_one_clear_error() -> None:
     ({"heartbeat_interval": 40}, "heartbeat_interval"),
     ({"retry_delay": 5}, "retry_delay"),
     ({"concurrence": 5}, "concurrence"),  # a misspelt setting is named, not ignored
+    # a loop with no period floods Redis (tens of thousands of commands a second)
+    ({"heartbeat_interval": 0}, "heartbeat_interval"),
+    ({"idle_poll_interval": 0}, "idle_poll_interval"),
+    ({"forward_max_wait": 0.001}, "forward_max_wait"),
+    ({"lease_duration": 0}, "lease_duration"),  # named itself, not heartbeat_interval
 ])
 def test_bad_server_settings(settings, word) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidArgumentError, match=word) as err:
         Server("redis://127.0.0.1:1/0", **settings)
     assert err.value.argument in (word, "queues")
+
+
+def test_server_durations_take_a_timedelta() -> None:
+    cfg = ServerConfig(shutdown_timeout=timedelta(seconds=3), idle_poll_interval=timedelta(milliseconds=50))
+    assert (cfg.shutdown_timeout, cfg.idle_poll_interval) == (3.0, 0.05)
 
 
 def test_server_takes_a_config_and_keywords_win() -> None:
