@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError, TaskIDConflictError
-from asynqpy.options import EnqueueOptions, TaskOptions, check_int, check_task_type, new_task_ids
+from asynqpy.options import EnqueueOptions, TaskOptions, check_int, check_payload_size, check_task_type, new_task_ids
 from asynqpy.rdb import broker, keys
 from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.overlap import Pack
@@ -39,6 +39,7 @@ def check_task(task: Task, argument: str) -> Task:
     if not isinstance(task, Task):
         raise InvalidArgumentError(f"{argument} must be a Task, not {type(task).__name__}", argument=argument)
     check_task_type(task.type)
+    check_payload_size(task.payload)
     return task
 
 

@@ -132,12 +132,28 @@ MAX_TYPE_BYTES = 1024  # Go asynq sets no limit; a longer type is a producer's b
 
 
 def check_task_type(task_type: str, name: str = "type") -> str:
-    """Raises InvalidArgumentError for a task type longer than MAX_TYPE_BYTES in UTF-8 (the Task checks the rest)."""
+    """Raises InvalidArgumentError for a task type longer than MAX_TYPE_BYTES in UTF-8, or one with nothing
+    visible in it (only spaces and zero-width or other format characters); the Task checks the rest."""
     size = len(task_type.encode("utf-8", "surrogatepass"))
     if size > MAX_TYPE_BYTES:
         raise _bad(name, f"task type is {size} bytes long; the limit is {MAX_TYPE_BYTES} bytes (put data in the "
                          f"payload): {task_type[:40]!r}...")
+    if not task_type.isprintable() and not any(c.isprintable() and not c.isspace() for c in task_type):
+        raise _bad(name, f"task type {task_type!r} has nothing visible in it")
     return task_type
+
+
+# Redis refuses a value longer than its proto-max-bulk-len (512 MB by default) by closing the connection, which
+# reads as "cannot reach Redis"; a task's message is its payload plus a few hundred bytes.
+MAX_PAYLOAD_BYTES = 512 * 1024 * 1024 - 64 * 1024
+
+
+def check_payload_size(payload: bytes, name: str = "payload") -> bytes:
+    """Raises InvalidArgumentError for a payload Redis would refuse to store (MAX_PAYLOAD_BYTES)."""
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise _bad(name, f"task payload is {len(payload)} bytes; Redis stores at most 512 MB in one value "
+                         "(proto-max-bulk-len): store the data elsewhere and pass a reference")
+    return payload
 
 
 def check_int(value: int, name: str, *, minimum: int = 0, maximum: int = 2**31 - 1) -> int:

@@ -166,6 +166,20 @@ def test_absurd_task_types_are_refused_before_anything_is_written(redis_url: str
     r.close()
 
 
+def test_invisible_types_and_payloads_past_redis_limit_are_refused(redis_url: str, r: redis.Redis) -> None:
+    with Client(redis_url) as c:
+        assert c.enqueue(Task("a\u200bb", b""), queue="visible").queue == "visible"  # something shows: fine
+        for enqueue in (lambda t: c.enqueue(t, queue="invisible"), lambda t: c.enqueue_many([t], queue="invisible")):
+            with pytest.raises(InvalidArgumentError, match="nothing visible") as err:
+                enqueue(Task(" \u200b\u2060 ", b""))
+            assert err.value.argument == "type"
+            # Redis closes the connection on a value past 512 MB: that read as "cannot reach Redis"
+            with pytest.raises(InvalidArgumentError, match="512 MB") as err:
+                enqueue(Task("big", bytes(513 * 1024 * 1024)))
+            assert err.value.argument == "payload"
+    assert not r.exists("asynq:{invisible}:pending")
+
+
 def test_queue_names_are_capped_at_enqueue_with_the_limit_said(redis_url: str, r: redis.Redis) -> None:
     from inspector import Inspector
     from tests.webui.livekit import go_enqueue
