@@ -85,6 +85,10 @@ def option_fields(options: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
 def resolve(fields: Mapping[str, Any], now: float) -> EnqueueOptions:
     """The checked options of one enqueue. Raises InvalidArgumentError naming the option."""
     unknown = sorted(set(fields) - set(OPTION_NAMES))
+    if "durable" in unknown:  # an enqueue keyword, but not one Go's entries can carry
+        raise InvalidArgumentError("durable is not a scheduler option: an entry's options are Go asynq's, which "
+                                   f"has no such option (the options: {', '.join(OPTION_NAMES)})",
+                                   argument="durable")
     if unknown:
         raise InvalidArgumentError(f"unknown enqueue option {unknown[0]!r} (options: {', '.join(OPTION_NAMES)})",
                                    argument=unknown[0])

@@ -67,6 +67,7 @@ def test_register_errors_name_the_problem(redis_url: str) -> None:
         (lambda: s.register("@daily", task, queue=""), "queue", "blank"),
         (lambda: s.register("@daily", task, max_retry="3"), "max_retry", "int"),
         (lambda: s.register("@daily", task, priority=1), "priority", "unknown enqueue option"),
+        (lambda: s.register("@daily", task, durable=True), "durable", "not a scheduler option"),
         (lambda: s.register("@daily", "t"), "task", "asynqpy.Task"),  # type: ignore[arg-type]
         (lambda: s.unregister("nope"), "entry_id", "nope"),
         (lambda: Scheduler(redis_url, location="Mars/Base"), "location", "Mars/Base"),
