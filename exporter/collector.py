@@ -10,8 +10,9 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from redis.exceptions import RedisError
 
-from asynqpy.errors import RedisUnavailableError, unavailable_error
+from asynqpy.errors import RedisCommandError, RedisUnavailableError, unavailable_error
 from asynqpy.rdb.failures import TroubleLog
 from exporter import exposition
 from inspector import Inspector, QueueSnapshot
@@ -127,6 +128,8 @@ class QueueStateCollector(Collector):
             if isinstance(exc, RedisUnavailableError):
                 self.connection_errors += 1
             kind = self.trouble.note(exc, "scrape")
+            if kind is None and latency is not None and not isinstance(exc, (RedisCommandError, RedisError)):
+                return latency, None, ""  # not Redis (a bug, or data it could not read): Redis answered the PING
             return latency, None, kind or "error"
         if snap.unshared:  # Redis answered the reads but refused the writes
             self.trouble.note(unavailable_error(self.inspector.url, "writes refused", snap.unshared), "scrape")

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from asynqpy import Client, Task
 from exporter.collector import ASYNQ_STATES, STATES, QueueStateCollector
-from inspector import Inspector, QueueInfo
+from inspector import Inspector, QueueInfo, QueueSnapshot
 from tests.inspector.vectors import VERSIONS, inspect_report, load_state, vectors_dir
 from tests.inspector.worker import Clock, Worker
 from tests.metrics.scrape import Samples, parse, series, value
@@ -105,6 +105,22 @@ def test_redis_down_still_answers_with_error_counters() -> None:
     assert value(second, "asynqpy_exporter_scrape_errors_total") == 2
     assert value(second, "asynqpy_redis_connection_errors_total") == 2
     assert not series(second, "asynq_queue_size") and value(second, "asynqpy_redis_latency_seconds") is None
+
+
+class _UnreadableState(Inspector):
+    """An Inspector whose snapshot fails as on data it cannot read (not a Redis error): Redis itself is real and up."""
+
+    def queue_snapshot(self, max_age: float = 2.0) -> QueueSnapshot:
+        raise ValueError("a stored value this version cannot read")
+
+
+def test_a_scrape_that_fails_on_data_does_not_say_redis_is_down(redis_url: str) -> None:
+    Client(redis_url).enqueue(Task("t"), queue="q")
+    with _UnreadableState(redis_url) as insp:
+        s = exposition(insp)
+    assert value(s, "asynqpy_redis_up") == 1 and not series(s, "asynqpy_redis_degraded")
+    assert value(s, "asynqpy_exporter_scrape_errors_total") == 1
+    assert value(s, "asynqpy_redis_connection_errors_total") == 0
 
 
 def test_scrapes_share_the_snapshot(redis_url: str, r: redis.Redis) -> None:
