@@ -22,6 +22,7 @@ import os
 import sys
 import typing
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from asynqpy.convert import Mismatch, encode, fit
@@ -159,7 +160,9 @@ class TypedTask(Generic[P, R]):
             try:
                 out[name] = encode(v, name)
                 # a value that would not fit on the worker fails here, before anything is written
-                fit(out[name], param.annotation if param is not None else self._extra, name)
+                fitted = fit(out[name], param.annotation if param is not None else self._extra, name)
+                if isinstance(fitted, Decimal) and not isinstance(out[name], str):
+                    out[name] = str(fitted)  # a number given for a Decimal: its documented form, a string
             except Mismatch as exc:
                 raise InvalidArgumentError(f"{self.name}() argument {exc}", argument=name) from None
         return out

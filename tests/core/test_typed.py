@@ -105,6 +105,9 @@ def test_json_forms_are_what_go_reads() -> None:
         "level": 2, "ship_to": {"city": "Berlin", "lines": [{"sku": "A-1", "qty": 2, "unit_price": "9.95"}],
                                 "tags": {"gift": 1}},
         "note": None}
+    # a number given for a Decimal parameter goes as the documented string form, not as a JSON number
+    numeric = t["invoice"].to_task(ID, 0.1, DUE, Tier.PRO, Level.HIGH, Address("Berlin", [], {}), note=None).payload
+    assert json.loads(numeric)["amount"] == "0.1"
     assert go_time(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
     assert go_time(datetime(2026, 1, 2, 3, 4, 5, 500, tzinfo=timezone(-timedelta(hours=5, minutes=30)))) == \
         "2026-01-02T03:04:05.0005-05:30"
