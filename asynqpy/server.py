@@ -21,6 +21,7 @@ from asynqpy.forwarder import Forwarder
 from asynqpy.heartbeat import Heartbeat
 from asynqpy.janitor import Janitor
 from asynqpy.loop import Loop
+from asynqpy.loopwatch import LoopWatch
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
 from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient, reaching
@@ -71,6 +72,7 @@ class Server:
         self._loops: list[Loop] = []
         self._processor: Processor | None = None
         self._heartbeat: Heartbeat | None = None
+        self._watch = LoopWatch()
 
     def run(self, mux: ServeMux) -> None:
         """Serve until SIGTERM or SIGINT (graceful), SIGTSTP stops fetching. Raises RedisUnavailableError.
@@ -118,6 +120,9 @@ class Server:
             return False, False, "loops stopped: " + ", ".join(dead)
         if rt.status != "active":
             return True, False, f"server is {rt.status}"
+        blocked = self._watch.blocked()
+        if blocked is not None:
+            return True, False, f"event loop blocked for {blocked[0]:.0f} s at {blocked[1]}"
         if proc.too_many_stuck:
             return True, False, (f"{proc.stuck} handler threads stuck past their tasks (max_stuck_threads "
                                  f"{self.config.max_stuck_threads}): taking no tasks")
@@ -175,6 +180,8 @@ class Server:
         for lp in loops:
             lp.start()
         processor.start()
+        self._watch = LoopWatch()
+        self._watch.start()
         rt.status = "active"
         await heartbeat.write_state()  # `asynqpy server ls` lists the server from the moment it says "started"
         log.info("server %s started: pid %d, concurrency %d, queues %s", rt.server_id, rt.pid,
@@ -187,6 +194,7 @@ class Server:
             await self._stop.wait()
         finally:
             await self._shutdown(rt, loops, processor, heartbeat)
+            self._watch.stop()
             if froze:
                 gc.unfreeze()
 
