@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from asynqpy import cliargs
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import UsageError
 from asynqpy.terminal import say
@@ -141,4 +142,4 @@ def register(subparsers: Any) -> None:
 def _times(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", help="ISO date or time, UTC unless it names a zone")
     p.add_argument("--until", help="ISO date or time, UTC unless it names a zone")
-    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    p.add_argument("--limit", type=cliargs.positive, default=50, help="at most this many (default 50)")

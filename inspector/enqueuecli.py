@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from asynqpy import cliargs
 from asynqpy.backpressure import parse_duration
 from asynqpy.clicommon import add_common
 from asynqpy.client import Client
@@ -38,7 +39,7 @@ def add_enqueue(task: Any) -> None:
     p.add_argument("--unique", type=_duration, metavar="DURATION",
                    help="refuse a duplicate (same type and payload in the queue) for this long")
     p.add_argument("--group", help="add it to this group, for the workers' aggregator")
-    p.add_argument("--max-retry", type=int, metavar="N", help="retries before it is archived (default 25)")
+    p.add_argument("--max-retry", type=cliargs.whole(0), metavar="N", help="retries before it is archived (default 25)")
     p.add_argument("--block", type=_duration, default=0.0, metavar="DURATION",
                    help="when the queue is full, wait up to this long for room (default: refuse at once)")
     p.set_defaults(func=enqueue)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from asynqpy import cliargs
 from asynqpy.backpressure import QueueLimit, parse_duration
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.limits import Limit, Usage, parse_rate
@@ -23,9 +24,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     help = "set a limit on task types matching PATTERN ('*' matches anything): --concurrency and/or --rate"
     p = limit.add_parser("set", help=help, description=help, parents=parents)
     p.add_argument("pattern", help="task type pattern, e.g. 'email:*' or sync:crm")
-    p.add_argument("--concurrency", type=int, default=0, help="at most N running at once across the fleet")
+    p.add_argument("--concurrency", type=cliargs.positive, help="at most N running at once across the fleet")
     p.add_argument("--rate", help="at most this many starts, e.g. 100/s, 600/m, 5000/h")
-    p.add_argument("--burst", type=float, default=0.0, help="starts allowed at once after a quiet spell "
+    p.add_argument("--burst", type=cliargs.number(0.0), default=0.0, help="starts allowed at once after a quiet spell "
                                                             "(default: the rate per second, at least 1)")
     p.add_argument("--key", default="", help="hold the limit per value of header.NAME or payload.FIELD")
     p.set_defaults(func=lambda args: run(limit_set, args))
@@ -44,7 +45,7 @@ def register_queue_limit(queue: Any, parents: list[argparse.ArgumentParser]) -> 
     help = ("backpressure: refuse enqueues past a size and/or an oldest-task age (no option: show the limit)")
     p = queue.add_parser("limit", help=help, description=help + "; only asynqpy producers obey it", parents=parents)
     p.add_argument("queue", help=QUEUE)
-    p.add_argument("--max-size", type=int,
+    p.add_argument("--max-size", type=cliargs.positive,
                    help="at most this many tasks pending, scheduled, retry, active and aggregating (in groups)")
     p.add_argument("--max-latency", help="refuse while the oldest pending task has waited longer, e.g. 10m")
     p.add_argument("--clear", action="store_true", help="remove the queue's limit")
@@ -77,7 +78,7 @@ def queue_limit(insp: Inspector, args: argparse.Namespace) -> Out:
 def limit_set(insp: Inspector, args: argparse.Namespace) -> Out:
     try:
         rate = parse_rate(args.rate) if args.rate else 0.0
-        lim = Limit(args.pattern, concurrency=args.concurrency, rate=rate, burst=args.burst, key=args.key)
+        lim = Limit(args.pattern, concurrency=args.concurrency or 0, rate=rate, burst=args.burst, key=args.key)
     except InvalidArgumentError as exc:
         raise UsageError(str(exc)) from exc
     insp.set_limit(lim)
