@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from asynqpy.devstate import choose_redis_url
-from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError, mask_url
+from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError, UsageError, mask_url
 from asynqpy.terminal import say
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
@@ -67,7 +67,8 @@ def where_redis(args: argparse.Namespace) -> str:
 def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Run a command's func and turn what it raises into an exit code and a message on stderr.
 
-    UsageError: one line, exit 2. Our other errors (AsynqError) and Redis being unreachable: one line, exit 1.
+    UsageError and InvalidArgumentError (a value the command was given is wrong: a malformed query, an option
+    the library refuses): one line, exit 2. Our other errors (AsynqError) and Redis being unreachable: one line, exit 1.
     Anything else is a bug (ours, or in the user's handler module): its traceback, exit 1. --debug (or
     ASYNQPY_DEBUG=1) prints the traceback of every error.
     """
@@ -104,7 +105,7 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
         if debug:
             traceback.print_exception(exc)
         say(f"asynqpy: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, UsageError) else 1
+        return 2 if isinstance(exc, (UsageError, InvalidArgumentError)) else 1
     traceback.print_exception(exc)
     say(f"asynqpy: the command failed with the error above ({type(exc).__name__})", file=sys.stderr)
     return 1

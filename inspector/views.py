@@ -12,12 +12,14 @@ from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundErr
 from asynqpy.task import TaskInfo, TaskState
 from asynqpy.terminal import printable
 from inspector import bounds
+from inspector.actions import ARCHIVE, DELETE, RUN
 from inspector.api import Inspector
 from inspector.display import preview, span
 from inspector.models import Finding, QueueInfo, TaskRecord
 from inspector.textout import cell, pairs, size, table, when
 
 PAST = {"run": "moved to pending", "archive": "archived", "delete": "deleted"}
+ACTIONS = {a.name: a for a in (RUN, ARCHIVE, DELETE)}
 ORDER = ("pending", "active", "scheduled", "retry", "archived", "completed", "aggregating")
 
 
@@ -186,7 +188,16 @@ def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> 
     return table(["ID", "TYPE", "PAYLOAD", *extra], rows)
 
 
+def check_group(args: argparse.Namespace) -> None:
+    """--group goes with --state aggregating, and aggregating tasks are listed one group at a time."""
+    if args.group and args.state != TaskState.AGGREGATING.value:
+        raise UsageError("--group goes with --state aggregating")
+    if args.state == TaskState.AGGREGATING.value and not args.group:
+        raise UsageError("--state aggregating needs --group (aggregating tasks are listed one group at a time)")
+
+
 def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    check_group(args)
     page = _masked(args, "page", insp.list_tasks(args.queue, args.state, page=args.page, size=args.size,
                                                  group=args.group))
     now = insp.now()
@@ -226,6 +237,7 @@ def task_explain(insp: Inspector, args: argparse.Namespace) -> Out:
 
 
 def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
+    check_group(args)
     res = insp.search(args.queue, args.state, type=args.type, id_prefix=args.id_prefix, text=args.text,
                       error=args.error, limit=args.limit, cursor=args.cursor, max_scan=args.max_scan,
                       group=args.group)
@@ -263,6 +275,11 @@ def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
     if not args.state:
         raise UsageError("--all needs --state")
     state = TaskState(args.state)
+    if state not in ACTIONS[action].states:
+        raise UsageError(f"cannot {action} all {state.value} tasks: --state must be one of "
+                         f"{', '.join(s.value for s in ACTIONS[action].states)}")
+    if args.group and state is not TaskState.AGGREGATING:
+        raise UsageError("--group goes with --state aggregating")
     if state is TaskState.AGGREGATING and args.group:
         n = next((g.size for g in insp.groups(args.queue) if g.group == args.group), 0)
     else:

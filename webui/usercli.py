@@ -16,7 +16,7 @@ from typing import Any
 
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.terminal import say
-from webui.users import QUEUE_ROLES, ROLES, UsersFile, check_name, check_password, parse_queue_role
+from webui.users import QUEUE_ROLES, ROLES, UserNotFoundError, UsersFile, check_name, check_password, parse_queue_role
 
 
 def _common() -> argparse.ArgumentParser:
@@ -106,7 +106,7 @@ def _queue_role(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     user = users.get(args.name)
     if user is None:
-        raise UsageError(f"no user {args.name!r} in {users.path}")
+        raise UserNotFoundError(f"no user {args.name!r} in {users.path}")
     queues = {} if args.clear else dict(user.queues)
     for pattern in args.remove or ():
         if queues.pop(pattern, None) is None:
@@ -144,7 +144,7 @@ def _rm(args: argparse.Namespace) -> int:
 def _passwd(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     if users.get(args.name) is None:
-        raise UsageError(f"no user {args.name!r} in {users.path}")
+        raise UserNotFoundError(f"no user {args.name!r} in {users.path}")
     users.set_password(args.name, _password(args))
     note = _record(args, "user.passwd", args.name, "password changed", end_sessions=True)
     say(f"changed the password of {args.name}{note}")

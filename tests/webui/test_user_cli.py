@@ -78,11 +78,11 @@ def test_user_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert code == 2 and "already exists" in err
     code, _, err = run(["user", "add", "bad name", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch,
                        "x\n")
-    assert code == 1 and "not allowed" in err
+    assert code == 2 and "not allowed" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "")
     assert code == 2 and "stdin is empty" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "\n")
-    assert code == 1 and "must not be empty" in err
+    assert code == 2 and "must not be empty" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", *f], capsys, monkeypatch)
     assert code == 2 and "--password-stdin" in err  # no terminal to ask on
     code, _, err = run(["user", "rm", "nobody", *f], capsys, monkeypatch)
