@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from asynqpy import __version__, cliargs
-from asynqpy.clicommon import add_common_everywhere, debugging, run_guarded
+from asynqpy.clicommon import add_common_everywhere, debugging, parse_command_line, run_guarded
 from asynqpy.errors import UsageError
 from asynqpy.plugins import command_registrars, dev_addons
 
@@ -170,22 +170,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The parser of the deepest (sub)command named in argv: `task ls ...` gives `asynqpy task ls`'s."""
-    for word in argv:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if subs and word in subs[0].choices:
-            parser = subs[0].choices[word]
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(words)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # argparse would show the top-level usage; the usage of the command given helps more (exit 2)
-        command_parser(parser, words).error(
-            f"unrecognized arguments: {' '.join(unknown)}")
+    args = parse_command_line(parser, words)
     logging.basicConfig(level=logging.DEBUG if args.verbose or debugging(args) else logging.INFO, format=LOG_FORMAT)
     if not getattr(args, "func", None):
         parser.print_help()

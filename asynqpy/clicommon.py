@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from asynqpy.devstate import choose_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError, UsageError, mask_url
@@ -51,6 +51,33 @@ def add_common_everywhere(parser: argparse.ArgumentParser) -> None:
     add_common(parser, top=True)
     for sub in subparsers_of(parser):
         add_common(sub, top=False)
+
+
+def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the deepest (sub)command named in argv: `task ls ...` gives `asynqpy task ls`'s."""
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and word in subs[0].choices:
+            parser = subs[0].choices[word]
+    return parser
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """argv parsed, with the words of a command's last, repeatable positional (task ids, queues, PATTERN=ROLE)
+    allowed after its options too: argparse takes positionals once, so in `task archive default --yes id1 id2`
+    the ids would be left over. Anything else left over is the command's usage error (exit 2)."""
+    args, unknown = parser.parse_known_args(argv)
+    if not unknown:
+        return args
+    leaf = command_parser(parser, argv)
+    positionals = leaf._get_positional_actions()
+    last = positionals[-1] if positionals else None
+    if (last is not None and last.nargs in ("*", "+") and last.type is None and last.choices is None
+            and not any(w.startswith("-") for w in unknown)):
+        setattr(args, last.dest, [*(getattr(args, last.dest, None) or []), *unknown])
+        return args
+    # argparse would show the top-level usage; the usage of the command given helps more
+    leaf.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
 def debugging(args: argparse.Namespace | None = None) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from asynqpy import cliargs, typed
-from asynqpy.clicommon import add_common, mask, run_guarded
+from asynqpy.clicommon import add_common, mask, parse_command_line, run_guarded
 from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
@@ -215,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one Inspector command alone (the full `asynqpy` command also has worker and dev)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse_command_line(parser, sys.argv[1:] if argv is None else argv)
     return run_guarded(args.func, args)
 
 

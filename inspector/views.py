@@ -253,8 +253,8 @@ def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
     def handle(insp: Inspector, args: argparse.Namespace) -> Out:
         if args.all:
             return _on_all(insp, args, action)
-        if args.state or args.group:
-            raise UsageError("--state and --group go with --all")
+        if args.state or args.group or getattr(args, "rate", None) is not None:
+            raise UsageError("--state, --group and --rate go with --all")
         if not args.task_ids:
             raise UsageError(f"give task ids to {action}, or --all --state STATE")
         if len(args.task_ids) == 1:
