@@ -101,6 +101,19 @@ def test_an_error_in_the_users_handler_module_shows_its_traceback(tmp_path: Path
     assert res.returncode == 1 and "Traceback" in res.stderr and "no_such_dependency_xyz" in res.stderr
 
 
+def test_a_mux_without_handlers_is_refused_before_any_task_fails(tmp_path: Path) -> None:
+    _module(tmp_path, "emptyapp", "from asynqpy import ServeMux\nmux = ServeMux()\n")
+    _module(tmp_path, "catchall", "from asynqpy import ServeMux\nmux = ServeMux()\n"
+                                  "async def answer(task, call_next):\n    return None\nmux.use(answer)\n")
+    for spec in ("emptyapp:mux", "asynqpy:ServeMux"):  # the class itself is called like a factory
+        res = procs.run("worker", spec, "--redis-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res
+        assert res.stderr.startswith(f"asynqpy: {spec} has no handlers: ") and "handler not found" in res.stderr
+    # middleware may answer every task itself: such a mux starts (and here finds no Redis: exit 1)
+    res = procs.run("worker", "catchall:mux", "--redis-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert res.returncode == 1 and "has no handlers" not in res.stderr, res
+
+
 def test_our_errors_are_one_line_unless_debug(tmp_path: Path) -> None:
     res = procs.run("worker", "no_such_module:mux", cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
