@@ -1,7 +1,8 @@
 """`asynqpy user add|ls|rm|passwd|role|queue-role`: manage the dashboard's users file (see webui.users).
 
 Each change is also written to the audit log (user: the OS account, role "cli") and rm/passwd end the user's
-open dashboard sessions, when Redis can be reached; the users file is what counts either way.
+open dashboard sessions, when Redis can be reached; the users file is what counts either way. A command that
+changes nothing (role set to the one the user has, queue-role with no change) writes and records nothing.
 """
 
 from __future__ import annotations
@@ -112,8 +113,11 @@ def _queue_role(args: argparse.Namespace) -> int:
         if queues.pop(pattern, None) is None:
             raise UsageError(f"{args.name} has no role on queue pattern {pattern!r}")
     queues.update(_queue_roles(args.set))
-    users.set_queue_roles(args.name, queues)
     shown = _describe(queues) or "none (the user's role applies to every queue)"
+    if queues == dict(user.queues):  # only shown, or set to what they were: nothing to write or audit
+        say(f"{args.name} ({user.role}) queue roles: {shown}")
+        return 0
+    users.set_queue_roles(args.name, queues)
     note = _record(args, "user.queue_role", args.name, f"queue roles set to {shown}")
     say(f"{args.name} ({user.role}) queue roles: {shown}{note}")
     return 0
@@ -153,6 +157,12 @@ def _passwd(args: argparse.Namespace) -> int:
 
 def _role(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
+    user = users.get(args.name)
+    if user is None:
+        raise UserNotFoundError(f"no user {args.name!r} in {users.path}")
+    if user.role == args.role:  # nothing to write or audit
+        say(f"{args.name} is {args.role} already")
+        return 0
     users.set_role(args.name, args.role)
     say(f"{args.name} is now {args.role}{_record(args, 'user.role', args.name, f'role set to {args.role}')}")
     return 0
