@@ -7,7 +7,7 @@ from typing import Any
 
 from asynqpy import cliargs
 from asynqpy.backpressure import QueueLimit, parse_duration
-from asynqpy.errors import InvalidArgumentError, UsageError
+from asynqpy.errors import AsynqError, InvalidArgumentError, UsageError
 from asynqpy.limits import Limit, Usage, parse_rate
 from inspector.api import Inspector
 from inspector.display import span
@@ -123,6 +123,6 @@ def limit_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 
 def limit_rm(insp: Inspector, args: argparse.Namespace) -> Out:
-    gone = insp.remove_limit(args.pattern)
-    return Out({"pattern": args.pattern, "removed": gone},
-               f"limit {args.pattern} removed" if gone else f"no limit {args.pattern!r}", ok=gone)
+    if not insp.remove_limit(args.pattern):
+        raise AsynqError(f"no limit {args.pattern!r} (`asynqpy limit ls` lists them)")
+    return Out({"pattern": args.pattern, "removed": True}, f"limit {args.pattern} removed")

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotFoundError, QueueNotPausedError, UsageError
+from asynqpy.errors import (
+    AsynqError,
+    QueueAlreadyPausedError,
+    QueueNotFoundError,
+    QueueNotPausedError,
+    TaskNotFoundError,
+    UsageError,
+)
 from asynqpy.task import TaskInfo, TaskState
 from asynqpy.terminal import printable
 from inspector import bounds
@@ -40,11 +48,14 @@ class Aborted(AsynqError):
 
 
 def confirm(question: str, args: argparse.Namespace) -> None:
-    """Ask on the terminal unless --yes was given. Raises Aborted unless the answer is yes."""
+    """Ask on the terminal unless --yes was given. Raises Aborted unless the answer is yes. The question goes to
+    stderr, so stdout holds only the command's output (parseable with --json)."""
     if getattr(args, "yes", False):
         return
+    sys.stderr.write(printable(f"{question} [y/N] "))
+    sys.stderr.flush()
     try:
-        answer = input(printable(f"{question} [y/N] "))
+        answer = input("")
     except EOFError:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):
@@ -233,7 +244,10 @@ def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def task_explain(insp: Inspector, args: argparse.Namespace) -> Out:
     e = insp.explain(args.queue, args.task_id)
-    return Out(e, _findings(e.findings), ok=e.state is not None)  # no such task: exit 1
+    if e.state is None:  # no such task: an error, on stderr like every other (exit 1)
+        missing = sorted(e.findings, key=lambda f: f.code != "task_missing")
+        raise TaskNotFoundError("; ".join(f.message for f in missing), queue=args.queue, task_id=args.task_id)
+    return Out(e, _findings(e.findings))
 
 
 def task_search(insp: Inspector, args: argparse.Namespace) -> Out:

@@ -43,7 +43,8 @@ def test_limit_commands_stats_and_explain(capsys: pytest.CaptureFixture[str], re
     assert code != 0 and "rate 'fast'" in err and err.count("\n") == 1
     assert cli(capsys, redis_url, "limit", "set", "x")[0] != 0  # neither concurrency nor rate
     assert cli(capsys, redis_url, "limit", "rm", "email:*")[:2] == (0, "limit email:* removed\n")
-    assert cli(capsys, redis_url, "limit", "rm", "email:*")[0] == 1
+    assert cli(capsys, redis_url, "limit", "rm", "email:*") == \
+        (1, "", "asynqpy: no limit 'email:*' (`asynqpy limit ls` lists them)\n")
 
 
 def test_inspector_limit_methods(redis_url: str, r: redis.Redis) -> None:
