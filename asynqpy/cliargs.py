@@ -8,6 +8,9 @@ import ipaddress
 import math
 from collections.abc import Callable
 
+from asynqpy.backpressure import parse_duration
+from asynqpy.errors import InvalidArgumentError
+
 MAX_PORT = 65535
 
 
@@ -54,6 +57,21 @@ interval = number(0.0, above=True)  # seconds between two things: above 0
 # Tasks per second of a background job (`task run|archive|delete --all --rate`, `task find --run ... --rate`);
 # 0: as fast as bounded steps go. The one validator of every job's --rate.
 job_rate = number(0.0)
+
+
+def duration(*, above_zero: bool = False) -> Callable[[str], float]:
+    """A duration such as 10m, 90s, 1.5h or 250ms (a bare number: seconds), in seconds."""
+
+    def parse(text: str) -> float:
+        try:
+            x = parse_duration(text)
+        except InvalidArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if above_zero and x <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text!r}")
+        return x
+
+    return parse
 
 
 def network(text: str) -> str:

@@ -56,11 +56,20 @@ def _when(value: str | None, name: str) -> float | None:
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
+def _span(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """--since and --until as timestamps. Raises UsageError for a bad one, or a --since after --until."""
+    since, until = _when(args.since, "since"), _when(args.until, "until")
+    if since is not None and until is not None and since > until:
+        raise UsageError(f"--since {args.since} is after --until {args.until}: nothing could match")
+    return since, until
+
+
 def _ls(args: argparse.Namespace) -> int:
+    since, until = _span(args)
     with _inspector(args) as insp:
         log = AuditLog(insp.door)
-        page = log.list(user=args.user, action=args.action, queue=args.queue, since=_when(args.since, "since"),
-                        until=_when(args.until, "until"), limit=args.limit, max_scan=max(10_000, args.limit * 10))
+        page = log.list(user=args.user, action=args.action, queue=args.queue, since=since, until=until,
+                        limit=args.limit, max_scan=max(10_000, args.limit * 10))
         trimmed = log.trimmed()
     if getattr(args, "json", False):
         for rec in page.records:
@@ -80,9 +89,9 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _refused(args: argparse.Namespace) -> int:
+    since, until = _span(args)
     with _inspector(args) as insp:
-        rows = RefusedLog(insp.door).list(since=_when(args.since, "since"), until=_when(args.until, "until"),
-                                           limit=args.limit)
+        rows = RefusedLog(insp.door).list(since=since, until=until, limit=args.limit)
     if getattr(args, "json", False):
         for c in rows:
             say(c.to_json())

@@ -47,17 +47,24 @@ def _common() -> argparse.ArgumentParser:
                    help=f"show every value, whatever ${ENV_REDACT} says")
     p.add_argument("--redaction", default=argparse.SUPPRESS, metavar="FILE",
                    help="redaction rules: a TOML file, or the dashboard config with a [redaction] table "
-                        f"(default: ${ENV_REDACTION}; without one, keys named like secrets are masked)")
+                        f"(default: ${ENV_REDACTION}; without one, keys named like secrets are masked); "
+                        "implies --redact")
     return p
 
 
 def redaction(args: argparse.Namespace) -> tuple[Policy, str] | None:
-    """The policy and role to mask output for (None: show everything). Raises UsageError for bad rules."""
+    """The policy and role to mask output for (None: show everything). --redaction FILE implies --redact (as
+    viewer, or the role $ASYNQPY_REDACT names). Raises UsageError for bad rules or --redaction with --no-redact."""
     role = getattr(args, "redact", None)
+    if role == "" and getattr(args, "redaction", None):
+        raise UsageError("--redaction FILE masks output; --no-redact shows everything: give one of them")
     if role is None:
         role = os.environ.get(ENV_REDACT, "").strip()
         role = "viewer" if role.lower() in ("1", "true", "yes", "on") else role
-    if not role or role.lower() in ("0", "false", "no", "off"):
+    off = not role or role.lower() in ("0", "false", "no", "off")
+    if off and getattr(args, "redaction", None):
+        role, off = "viewer", False  # rules given on the command line are meant to be used
+    if off:
         return None
     if role not in REDACT_ROLES:
         raise UsageError(f"${ENV_REDACT}: expected a role ({', '.join(REDACT_ROLES)}) or 1, got {role!r}")

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from asynqpy import cliargs
-from asynqpy.backpressure import QueueLimit, parse_duration
+from asynqpy.backpressure import QueueLimit
 from asynqpy.errors import AsynqError, InvalidArgumentError, UsageError
 from asynqpy.limits import Limit, Usage, parse_rate
 from inspector.api import Inspector
@@ -47,7 +47,8 @@ def register_queue_limit(queue: Any, parents: list[argparse.ArgumentParser]) -> 
     p.add_argument("queue", help=QUEUE)
     p.add_argument("--max-size", type=cliargs.positive,
                    help="at most this many tasks pending, scheduled, retry, active and aggregating (in groups)")
-    p.add_argument("--max-latency", help="refuse while the oldest pending task has waited longer, e.g. 10m")
+    p.add_argument("--max-latency", type=cliargs.duration(above_zero=True),
+                   help="refuse while the oldest pending task has waited longer, e.g. 10m")
     p.add_argument("--clear", action="store_true", help="remove the queue's limit")
     p.set_defaults(func=lambda args: run(queue_limit, args))
 
@@ -61,16 +62,14 @@ def _queue_limit_text(ql: QueueLimit) -> str:
 
 
 def queue_limit(insp: Inspector, args: argparse.Namespace) -> Out:
+    if args.clear and (args.max_size is not None or args.max_latency is not None):
+        raise UsageError("--clear removes the limit; --max-size and --max-latency set one: give one or the other")
     if args.clear:
         gone = insp.clear_queue_limit(args.queue)
         return Out({"queue": args.queue, "cleared": gone},
                    f"queue {args.queue!r}: limit removed" if gone else f"queue {args.queue!r} has no limit")
     if args.max_size is not None or args.max_latency is not None:
-        try:
-            latency = parse_duration(args.max_latency) if args.max_latency is not None else None
-            insp.set_queue_limit(args.queue, max_size=args.max_size, max_latency=latency)
-        except InvalidArgumentError as exc:
-            raise UsageError(str(exc)) from exc
+        insp.set_queue_limit(args.queue, max_size=args.max_size, max_latency=args.max_latency)
     ql = insp.queue_limit(args.queue)
     return Out(ql, _queue_limit_text(ql))
 

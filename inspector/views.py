@@ -12,6 +12,7 @@ from typing import Any
 from asynqpy.errors import (
     AsynqError,
     QueueAlreadyPausedError,
+    QueueNotEmptyError,
     QueueNotFoundError,
     QueueNotPausedError,
     TaskNotFoundError,
@@ -163,7 +164,11 @@ def queue_rm(insp: Inspector, args: argparse.Namespace) -> Out:
     if args.force:
         n = insp.queue_info(args.queue, memory=False).size
         confirm(f"delete queue {args.queue!r} and its {n} tasks?", args)
-    insp.delete_queue(args.queue, force=args.force)
+    try:
+        insp.delete_queue(args.queue, force=args.force)
+    except QueueNotEmptyError:  # the library's message names its keyword; the CLI's, its flag
+        raise QueueNotEmptyError(f"queue {args.queue!r} is not empty: --force deletes it with its tasks",
+                                 queue=args.queue) from None
     return Out({"queue": args.queue, "deleted": True}, f"queue {args.queue!r} deleted")
 
 
