@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from asynqpy import __version__, cliargs
-from asynqpy.clicommon import add_common_everywhere, debugging, parse_command_line, run_guarded
+from asynqpy.clicommon import Parser, add_common_everywhere, debugging, parse_command_line, run_guarded
 from asynqpy.errors import UsageError
 from asynqpy.plugins import command_registrars, dev_addons
 
@@ -154,7 +154,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     short = argv is not None and (word in BUILT_IN or (word is None and "--version" in argv))
     addons = word == "dev" or (word is None and not short)
 
-    parser = argparse.ArgumentParser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
+    parser = Parser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
                                      "asynq's wire format: workers, a dev server, and tools to inspect queues.",
                                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"asynqpy {__version__}")

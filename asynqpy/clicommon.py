@@ -5,15 +5,35 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
 
 from asynqpy.devstate import choose_redis_url
 from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError, UsageError, mask_url
 from asynqpy.terminal import say
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
+# An error line echoes what it was given: a word (a task id, a queue name, a value) longer than LONG_WORD
+# characters is shown as its first ECHO characters and "...", the whole line at most MAX_LINE characters.
+LONG_WORD, ECHO, MAX_LINE = 200, 80, 1000
+_LONG = re.compile(rf"\S{{{LONG_WORD + 1},}}")
+
+
+def shorten(message: str) -> str:
+    """message with every overlong word cut (see LONG_WORD), and cut itself past MAX_LINE characters."""
+    message = _LONG.sub(lambda m: m.group()[:ECHO] + "...", message)
+    return message if len(message) <= MAX_LINE else message[:MAX_LINE] + "..."
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo values shortened (shorten); its subcommands' parsers are of
+    this class too (add_subparsers makes them of the parent's type)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(shorten(message))
 
 
 def add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -126,12 +146,12 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
     if isinstance(exc, RedisUnavailableError):
         if debug:
             traceback.print_exception(exc)
-        say(f"asynqpy: {_unavailable(exc, args)}", file=sys.stderr)
+        say(f"asynqpy: {shorten(_unavailable(exc, args))}", file=sys.stderr)
         return 1
     if isinstance(exc, AsynqError):
         if debug:
             traceback.print_exception(exc)
-        say(f"asynqpy: {exc}", file=sys.stderr)
+        say(f"asynqpy: {shorten(str(exc))}", file=sys.stderr)
         return 2 if isinstance(exc, (UsageError, InvalidArgumentError)) else 1
     traceback.print_exception(exc)
     say(f"asynqpy: the command failed with the error above ({type(exc).__name__})", file=sys.stderr)

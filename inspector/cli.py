@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from asynqpy import cliargs, typed
-from asynqpy.clicommon import add_common, mask, parse_command_line, run_guarded
+from asynqpy.clicommon import Parser, add_common, mask, parse_command_line, run_guarded
 from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
@@ -214,7 +214,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asynqpy", description="inspect and manage asynq queues")
+    parser = Parser(prog="asynqpy", description="inspect and manage asynq queues")
     register(parser.add_subparsers(dest="command", metavar="command", required=True))
     add_common(parser, top=True)
     return parser

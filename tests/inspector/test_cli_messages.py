@@ -63,3 +63,17 @@ def test_a_redaction_file_implies_redact(capsys: pytest.CaptureFixture[str], red
     code, out, err = cli(capsys, "task", "info", "mail", "a", "--redaction", str(tmp_path / "missing.toml"),
                          "--redis-url", redis_url)
     assert (code, out) == (2, "") and "missing.toml" in err and err.count("\n") == 1, err
+
+
+def test_an_error_line_echoes_a_huge_value_shortened(capsys: pytest.CaptureFixture[str], redis_url: str) -> None:
+    huge = "x" * 100_000
+    with Client(redis_url) as c:
+        c.enqueue(Task("t", b""), queue="mail")
+    for argv in (["task", "info", "mail", huge], ["queue", "pause", huge], ["task", "archive", "mail", huge, "-y"]):
+        code, out, err = cli(capsys, *argv, "--redis-url", redis_url)
+        assert code in (1, 2) and out == "" and err.count("\n") == 1, (argv, code)
+        assert len(err) < 400 and "x" * 79 + "..." in err and "x" * 81 not in err, (argv, err[:300])
+    with pytest.raises(SystemExit):  # argparse's own errors too
+        main(["task", "ls", "mail", "--state", huge, "--redis-url", redis_url])
+    err = capsys.readouterr().err
+    assert len(err) < 2000 and "x" * 79 + "..." in err and "x" * 81 not in err, err[-300:]
