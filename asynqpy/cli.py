@@ -7,8 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from asynqpy import __version__
-from asynqpy.clicommon import add_common_everywhere, debugging, run_guarded
+from asynqpy import __version__, cliargs
+from asynqpy.clicommon import Parser, add_common_everywhere, debugging, parse_command_line, run_guarded
 from asynqpy.errors import UsageError
 from asynqpy.plugins import command_registrars, dev_addons
 
@@ -52,16 +52,18 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="the URL names Redis Cluster seed nodes (same as redis+cluster://host:port,...)")
     p.add_argument("--durable-acks", action="store_true",
                    help="acknowledgements wait for a replica (Redis WAIT) so a failover cannot undo them")
-    p.add_argument("--concurrency", type=int, default=10, help="tasks at once per process (default 10)")
+    p.add_argument("--concurrency", type=cliargs.positive, default=10, help="tasks at once per process (default 10)")
     p.add_argument("--queues", default="default=1", help="name=priority,... (default: default=1)")
     p.add_argument("--strict", action="store_true", help="strict priority: lower queues only when higher are empty")
-    p.add_argument("--processes", type=int, default=1, help="worker processes, each its own server (default 1)")
-    p.add_argument("--shutdown-timeout", type=float, default=8.0, help="seconds to finish tasks on stop (default 8)")
-    p.add_argument("--metrics-port", type=int, default=None,
+    p.add_argument("--processes", type=cliargs.positive, default=1,
+                   help="worker processes, each its own server (default 1)")
+    p.add_argument("--shutdown-timeout", type=cliargs.seconds, default=8.0,
+                   help="seconds to finish tasks on stop (default 8)")
+    p.add_argument("--metrics-port", type=cliargs.port, default=None,
                    help="serve Prometheus metrics, /livez and /readyz on this port (with --processes N: the sum of "
                         "all processes, through prometheus_client's multiprocess mode)")
     p.add_argument("--metrics-host", default="0.0.0.0", help="address for --metrics-port (default 0.0.0.0)")
-    p.add_argument("--max-task-types", type=int, default=100,
+    p.add_argument("--max-task-types", type=cliargs.whole(0), default=100,
                    help="task_type label values per process before new types count as 'other' (default 100)")
     p.set_defaults(func=_cmd_worker)
 
@@ -73,12 +75,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     from asynqpy.loader import load_mux, parse_queues
     from asynqpy.supervisor import WorkerSpec, run_workers
 
-    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
-        raise UsageError("--metrics-port must be between 0 and 65535")
-    if args.max_task_types < 0:
-        raise UsageError("--max-task-types must be at least 0")
-    if args.processes < 1:
-        raise UsageError("--processes must be at least 1")
     config = ServerConfig(concurrency=args.concurrency, queues=parse_queues(args.queues),
                           strict_priority=args.strict, shutdown_timeout=args.shutdown_timeout,
                           durable_acks=args.durable_acks)
@@ -92,7 +88,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _add_port(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", type=int, default=None,
+    p.add_argument("--port", type=cliargs.port, default=None,
                    help="port of the embedded Valkey (default: 6379 when free, else a free one, printed); "
                         "0 for any free port")
     p.add_argument("--fresh", action="store_true", help="start with empty data (deletes what earlier runs kept)")
@@ -113,9 +109,9 @@ def _add_dev(sub: argparse._SubParsersAction, *, with_addons: bool = True) -> No
         "Other `asynqpy` commands find this server from any directory below "
         "this one."))
     _add_port(p)
-    p.add_argument("--rate", type=float, default=4.0, help="demo tasks per second (default 4)")
+    p.add_argument("--rate", type=cliargs.interval, default=4.0, help="demo tasks per second (default 4)")
     p.add_argument("--no-demo", action="store_true", help="no demo producer (the demo worker still runs)")
-    p.add_argument("--activity-every", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--activity-every", type=cliargs.interval, default=10.0, metavar="SECONDS",
                    help="how often to log what the worker did (default 10)")
     p.add_argument("--redis-only", action="store_true",
                    help="just the server: no worker, no producer, no add-ons (the same as `asynqpy redis`)")
@@ -158,7 +154,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     short = argv is not None and (word in BUILT_IN or (word is None and "--version" in argv))
     addons = word == "dev" or (word is None and not short)
 
-    parser = argparse.ArgumentParser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
+    parser = Parser(prog="asynqpy", description="A Python task queue on Redis that speaks Go "
                                      "asynq's wire format: workers, a dev server, and tools to inspect queues.",
                                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"asynqpy {__version__}")
@@ -174,22 +170,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The parser of the deepest (sub)command named in argv: `task ls ...` gives `asynqpy task ls`'s."""
-    for word in argv:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if subs and word in subs[0].choices:
-            parser = subs[0].choices[word]
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(words)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:  # argparse would show the top-level usage; the usage of the command given helps more (exit 2)
-        command_parser(parser, words).error(
-            f"unrecognized arguments: {' '.join(unknown)}")
+    args = parse_command_line(parser, words)
     logging.basicConfig(level=logging.DEBUG if args.verbose or debugging(args) else logging.INFO, format=LOG_FORMAT)
     if not getattr(args, "func", None):
         parser.print_help()

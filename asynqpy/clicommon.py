@@ -5,15 +5,35 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
 
 from asynqpy.devstate import choose_redis_url
-from asynqpy.errors import AsynqError, RedisUnavailableError, UsageError, mask_url
+from asynqpy.errors import AsynqError, InvalidArgumentError, RedisUnavailableError, UsageError, mask_url
 from asynqpy.terminal import say
 
 DEBUG_ENV = "ASYNQPY_DEBUG"
+# An error line echoes what it was given: a word (a task id, a queue name, a value) longer than LONG_WORD
+# characters is shown as its first ECHO characters and "...", the whole line at most MAX_LINE characters.
+LONG_WORD, ECHO, MAX_LINE = 200, 80, 1000
+_LONG = re.compile(rf"\S{{{LONG_WORD + 1},}}")
+
+
+def shorten(message: str) -> str:
+    """message with every overlong word cut (see LONG_WORD), and cut itself past MAX_LINE characters."""
+    message = _LONG.sub(lambda m: m.group()[:ECHO] + "...", message)
+    return message if len(message) <= MAX_LINE else message[:MAX_LINE] + "..."
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors echo values shortened (shorten); its subcommands' parsers are of
+    this class too (add_subparsers makes them of the parent's type)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(shorten(message))
 
 
 def add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
@@ -53,6 +73,33 @@ def add_common_everywhere(parser: argparse.ArgumentParser) -> None:
         add_common(sub, top=False)
 
 
+def command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the deepest (sub)command named in argv: `task ls ...` gives `asynqpy task ls`'s."""
+    for word in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and word in subs[0].choices:
+            parser = subs[0].choices[word]
+    return parser
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """argv parsed, with the words of a command's last, repeatable positional (task ids, queues, PATTERN=ROLE)
+    allowed after its options too: argparse takes positionals once, so in `task archive default --yes id1 id2`
+    the ids would be left over. Anything else left over is the command's usage error (exit 2)."""
+    args, unknown = parser.parse_known_args(argv)
+    if not unknown:
+        return args
+    leaf = command_parser(parser, argv)
+    positionals = leaf._get_positional_actions()
+    last = positionals[-1] if positionals else None
+    if (last is not None and last.nargs in ("*", "+") and last.type is None and last.choices is None
+            and not any(w.startswith("-") for w in unknown)):
+        setattr(args, last.dest, [*(getattr(args, last.dest, None) or []), *unknown])
+        return args
+    # argparse would show the top-level usage; the usage of the command given helps more
+    leaf.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
 def debugging(args: argparse.Namespace | None = None) -> bool:
     return bool(getattr(args, "debug", False)) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
@@ -67,7 +114,8 @@ def where_redis(args: argparse.Namespace) -> str:
 def run_guarded(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
     """Run a command's func and turn what it raises into an exit code and a message on stderr.
 
-    UsageError: one line, exit 2. Our other errors (AsynqError) and Redis being unreachable: one line, exit 1.
+    UsageError and InvalidArgumentError (a value the command was given is wrong: a malformed query, an option
+    the library refuses): one line, exit 2. Our other errors (AsynqError) and Redis being unreachable: one line, exit 1.
     Anything else is a bug (ours, or in the user's handler module): its traceback, exit 1. --debug (or
     ASYNQPY_DEBUG=1) prints the traceback of every error.
     """
@@ -98,13 +146,13 @@ def report(exc: Exception, args: argparse.Namespace) -> int:
     if isinstance(exc, RedisUnavailableError):
         if debug:
             traceback.print_exception(exc)
-        say(f"asynqpy: {_unavailable(exc, args)}", file=sys.stderr)
+        say(f"asynqpy: {shorten(_unavailable(exc, args))}", file=sys.stderr)
         return 1
     if isinstance(exc, AsynqError):
         if debug:
             traceback.print_exception(exc)
-        say(f"asynqpy: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, UsageError) else 1
+        say(f"asynqpy: {shorten(str(exc))}", file=sys.stderr)
+        return 2 if isinstance(exc, (UsageError, InvalidArgumentError)) else 1
     traceback.print_exception(exc)
     say(f"asynqpy: the command failed with the error above ({type(exc).__name__})", file=sys.stderr)
     return 1

@@ -23,8 +23,10 @@ _LUA_MAGIC = set("^$()%.[]+-?")
 def parse_rate(text: str) -> float:
     """'100/s', '600/m', '5000/h' -> tasks per second."""
     m = _RATE.match(text)
-    if not m or float(m.group(1)) <= 0:
+    if not m:
         raise InvalidArgumentError(f"rate {text!r}: expected a number per s, m or h, such as 100/s or 600/m")
+    if float(m.group(1)) <= 0:
+        raise InvalidArgumentError(f"rate {text!r}: must be above 0 (for no rate limit, leave --rate out)")
     return float(m.group(1)) / _PER[m.group(2)]
 
 

@@ -12,9 +12,10 @@ from asynqpy.mux import ServeMux
 def load_mux(spec: str) -> ServeMux:
     """Import "package.module:attribute" and return the ServeMux there (calling a factory function if needed).
 
-    Raises UsageError when the spec is malformed, the module itself is not found or the attribute is missing
-    or not a ServeMux. An exception raised by the module's own code while it imports (including an import of
-    something it needs that is not installed) propagates unchanged: it is the user's bug and needs its traceback.
+    Raises UsageError when the spec is malformed, the module itself is not found, the attribute is missing
+    or not a ServeMux, or the mux has no handler at all (a worker would fail every task, burning its retries).
+    An exception raised by the module's own code while it imports (including an import of something it needs
+    that is not installed) propagates unchanged: it is the user's bug and needs its traceback.
     """
     mod_name, _, attr = spec.partition(":")
     if not mod_name or not attr:
@@ -35,6 +36,9 @@ def load_mux(spec: str) -> ServeMux:
         obj = obj()
     if not isinstance(obj, ServeMux):
         raise UsageError(f"{spec} is a {type(obj).__name__}, not a ServeMux")
+    if not obj.serves_anything():
+        raise UsageError(f"{spec} has no handlers: a worker would fail every task with \"handler not found\" "
+                         "(register some with @mux.task(...) or mux.handle(pattern, fn))")
     return obj
 
 

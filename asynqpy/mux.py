@@ -76,6 +76,11 @@ class ServeMux:
     def patterns(self) -> list[str]:
         return sorted(self._routes)
 
+    def serves_anything(self) -> bool:
+        """Whether a task can reach anything but "handler not found": a pattern is registered, or middleware is
+        (which may answer tasks itself, as a catch-all)."""
+        return bool(self._routes or self._middleware)
+
     def resolve(self, task_type: str) -> Handler | None:
         """The handler for task_type: exact pattern first, else the longest pattern that is a prefix."""
         pattern = self._pattern_for(task_type)

@@ -13,8 +13,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from asynqpy import cliargs
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError, UsageError, mask_url
+from asynqpy.errors import AsynqError, mask_url
 from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
 from exporter.collector import DEFAULT_MAX_STALE, QueueStateCollector
 from exporter.exposition import CONTENT_TYPE
@@ -56,9 +57,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--bind", default=DEFAULT_BIND, help=f"host:port to listen on (default {DEFAULT_BIND})")
     p.add_argument("--redis-url", default=argparse.SUPPRESS,
                    help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
-    p.add_argument("--max-age", type=float, default=2.0,
+    p.add_argument("--max-age", type=cliargs.seconds, default=2.0,
                    help="seconds a shared queue snapshot may be reused by scrapes (default 2)")
-    p.add_argument("--max-stale", type=float, default=DEFAULT_MAX_STALE,
+    p.add_argument("--max-stale", type=cliargs.seconds, default=DEFAULT_MAX_STALE,
                    help="while Redis cannot answer, scrapes show the last queue state, marked stale, for this many "
                         f"seconds (default {DEFAULT_MAX_STALE:g})")
     p.add_argument("--metrics-token", default=None,
@@ -68,10 +69,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     host, port = parse_bind(args.bind)
-    if not args.max_age >= 0:
-        raise UsageError("--max-age must be a non-negative number of seconds")
-    if not args.max_stale >= 0:
-        raise UsageError("--max-stale must be a non-negative number of seconds")
     token = args.metrics_token or os.environ.get("ASYNQPY_METRICS_TOKEN") or None
     url = getattr(args, "redis_url", None) or default_redis_url()
     insp = Inspector(url)

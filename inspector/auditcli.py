@@ -1,24 +1,28 @@
 """`asynqpy audit ls|verify|refused`: read the dashboard's audit log, check its chain, list refused requests.
 
-The key and anchor are read from the audit directory (inspector.auditkey: --audit-dir, ASYNQPY_AUDIT_DIR, the
-users file's directory, or the current one); these commands never make a key. Every line printed for people
-goes through asynqpy.terminal.printable, so a hostile user name or queue name cannot drive the terminal.
+The key and anchor are read from the audit directory (--audit-dir, ASYNQPY_AUDIT_DIR, the users file's
+directory, the found `asynqpy dev` server's state directory, or the current one: see _dir); these commands
+never make a key. Every line printed for people goes through asynqpy.terminal.printable, so a hostile user name
+or queue name cannot drive the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from asynqpy import cliargs
+from asynqpy.devstate import find_server
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import UsageError
 from asynqpy.terminal import say
 from inspector.api import Inspector
 from inspector.audit import AuditLog
-from inspector.auditkey import default_dir
+from inspector.auditkey import ENV_DIR, ENV_USERS, KEY_FILE, default_dir
 from inspector.auditrefused import RefusedLog
 from inspector.auditverify import Verdict, verify
 
@@ -28,7 +32,18 @@ def _inspector(args: argparse.Namespace) -> Inspector:
 
 
 def _dir(args: argparse.Namespace) -> Path:
-    return Path(args.audit_dir) if getattr(args, "audit_dir", None) else default_dir()
+    """--audit-dir, ASYNQPY_AUDIT_DIR, the users file's directory (ASYNQPY_WEB_USERS); else, when the Redis used
+    is the `asynqpy dev`/`asynqpy redis` server found from here (as `audit ls` finds it) and its state directory
+    holds an audit key (the dev dashboard's), that directory; else the current one."""
+    if getattr(args, "audit_dir", None):
+        return Path(args.audit_dir)
+    if os.environ.get(ENV_DIR) or os.environ.get(ENV_USERS):
+        return default_dir()
+    if not getattr(args, "redis_url", None) and not any(os.environ.get(v) for v in ("ASYNQPY_REDIS_URL", "REDIS_URL")):
+        found = find_server()
+        if found is not None and (found.url_file.parent / KEY_FILE).is_file():
+            return found.url_file.parent
+    return default_dir()
 
 
 def _when(value: str | None, name: str) -> float | None:
@@ -41,11 +56,20 @@ def _when(value: str | None, name: str) -> float | None:
     return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
+def _span(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """--since and --until as timestamps. Raises UsageError for a bad one, or a --since after --until."""
+    since, until = _when(args.since, "since"), _when(args.until, "until")
+    if since is not None and until is not None and since > until:
+        raise UsageError(f"--since {args.since} is after --until {args.until}: nothing could match")
+    return since, until
+
+
 def _ls(args: argparse.Namespace) -> int:
+    since, until = _span(args)
     with _inspector(args) as insp:
         log = AuditLog(insp.door)
-        page = log.list(user=args.user, action=args.action, queue=args.queue, since=_when(args.since, "since"),
-                        until=_when(args.until, "until"), limit=args.limit, max_scan=max(10_000, args.limit * 10))
+        page = log.list(user=args.user, action=args.action, queue=args.queue, since=since, until=until,
+                        limit=args.limit, max_scan=max(10_000, args.limit * 10))
         trimmed = log.trimmed()
     if getattr(args, "json", False):
         for rec in page.records:
@@ -65,9 +89,9 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _refused(args: argparse.Namespace) -> int:
+    since, until = _span(args)
     with _inspector(args) as insp:
-        rows = RefusedLog(insp.door).list(since=_when(args.since, "since"), until=_when(args.until, "until"),
-                                           limit=args.limit)
+        rows = RefusedLog(insp.door).list(since=since, until=until, limit=args.limit)
     if getattr(args, "json", False):
         for c in rows:
             say(c.to_json())
@@ -133,7 +157,8 @@ def register(subparsers: Any) -> None:
                          "exit 1 and name the first record that was edited, forged, removed or reordered, or a log "
                          "cut short at either end", help="check the chain; exit 1 and say what was tampered with")
     p.add_argument("--audit-dir", metavar="DIR", help="where the audit key and anchor are (default: "
-                   "ASYNQPY_AUDIT_DIR, else the directory of ASYNQPY_WEB_USERS, else the current directory); "
+                   "ASYNQPY_AUDIT_DIR, else the directory of ASYNQPY_WEB_USERS, else the state directory of the "
+                   "`asynqpy dev` server found from here when it holds a key, else the current directory); "
                    "ASYNQPY_AUDIT_KEY gives the key itself")
     p.set_defaults(func=_verify)
 
@@ -141,4 +166,4 @@ def register(subparsers: Any) -> None:
 def _times(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", help="ISO date or time, UTC unless it names a zone")
     p.add_argument("--until", help="ISO date or time, UTC unless it names a zone")
-    p.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    p.add_argument("--limit", type=cliargs.positive, default=50, help="at most this many (default 50)")

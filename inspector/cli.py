@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asynqpy import typed
-from asynqpy.clicommon import add_common, mask, run_guarded
+from asynqpy import cliargs, typed
+from asynqpy.clicommon import Parser, add_common, mask, parse_command_line, run_guarded
 from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError, UsageError
@@ -17,6 +17,8 @@ from asynqpy.task import TaskState
 from asynqpy.terminal import say
 from inspector import enqueuecli, findcli, limitviews, powercli, views
 from inspector.api import Inspector
+from inspector.context import MAX_PAGE_SIZE
+from inspector.reader import MAX_HISTORY_DAYS
 from inspector.redact import ROLES as REDACT_ROLES
 from inspector.redact import Policy
 from inspector.textout import dumps
@@ -29,22 +31,6 @@ ENV_REDACT = "ASYNQPY_REDACT"
 ENV_REDACTION = "ASYNQPY_REDACTION"
 
 
-def _whole(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least `minimum` (argparse reports a bad one as a usage error)."""
-
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {n}")
-        return n
-
-    return parse
-
-
-_count = _whole(1)
 
 
 def _common() -> argparse.ArgumentParser:
@@ -61,17 +47,24 @@ def _common() -> argparse.ArgumentParser:
                    help=f"show every value, whatever ${ENV_REDACT} says")
     p.add_argument("--redaction", default=argparse.SUPPRESS, metavar="FILE",
                    help="redaction rules: a TOML file, or the dashboard config with a [redaction] table "
-                        f"(default: ${ENV_REDACTION}; without one, keys named like secrets are masked)")
+                        f"(default: ${ENV_REDACTION}; without one, keys named like secrets are masked); "
+                        "implies --redact")
     return p
 
 
 def redaction(args: argparse.Namespace) -> tuple[Policy, str] | None:
-    """The policy and role to mask output for (None: show everything). Raises UsageError for bad rules."""
+    """The policy and role to mask output for (None: show everything). --redaction FILE implies --redact (as
+    viewer, or the role $ASYNQPY_REDACT names). Raises UsageError for bad rules or --redaction with --no-redact."""
     role = getattr(args, "redact", None)
+    if role == "" and getattr(args, "redaction", None):
+        raise UsageError("--redaction FILE masks output; --no-redact shows everything: give one of them")
     if role is None:
         role = os.environ.get(ENV_REDACT, "").strip()
         role = "viewer" if role.lower() in ("1", "true", "yes", "on") else role
-    if not role or role.lower() in ("0", "false", "no", "off"):
+    off = not role or role.lower() in ("0", "false", "no", "off")
+    if off and getattr(args, "redaction", None):
+        role, off = "viewer", False  # rules given on the command line are meant to be used
+    if off:
         return None
     if role not in REDACT_ROLES:
         raise UsageError(f"${ENV_REDACT}: expected a role ({', '.join(REDACT_ROLES)}) or 1, got {role!r}")
@@ -114,7 +107,8 @@ def register(subparsers: Any) -> None:
         "queue", help=QUEUE)
     p = _cmd(queue, "history", views.queue_history, "processed and failed per UTC day", c)
     p.add_argument("queue", help=QUEUE)
-    p.add_argument("--days", type=_count, default=7, help="how many days back, today first (default 7)")
+    p.add_argument("--days", type=cliargs.whole(1, MAX_HISTORY_DAYS), default=7,
+                   help=f"how many days back, today first (default 7, at most {MAX_HISTORY_DAYS})")
     _cmd(queue, "pause", views.queue_pause, "stop servers from taking the queue's tasks (already paused: "
          "says so, exit 0)", c).add_argument("queue", help=QUEUE)
     _cmd(queue, "unpause", views.queue_unpause, "resume a paused queue (not paused: says so, exit 0)",
@@ -149,8 +143,9 @@ def _stats(insp: Any, args: argparse.Namespace) -> Any:
 
 
 def _paging(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--page", type=_count, default=1, help="page number, from 1 (default 1)")
-    p.add_argument("--size", type=_count, default=30, help="rows per page (default 30)")
+    p.add_argument("--page", type=cliargs.positive, default=1, help="page number, from 1 (default 1)")
+    p.add_argument("--size", type=cliargs.whole(1, MAX_PAGE_SIZE), default=30,
+                   help=f"rows per page (default 30, at most {MAX_PAGE_SIZE})")
 
 
 def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
@@ -175,9 +170,9 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--id", dest="id_prefix", help="task id prefix")
     p.add_argument("--text", help="substring of the payload (ASCII case-insensitive)")
     p.add_argument("--error", help="substring of the last error (ASCII case-insensitive)")
-    p.add_argument("--limit", type=_count, default=50, help="stop after this many matches (default 50)")
-    p.add_argument("--cursor", type=_whole(0), default=0, help="resume where a previous search stopped")
-    p.add_argument("--max-scan", type=_count, default=10_000, help="tasks to scan at most (default 10000)")
+    p.add_argument("--limit", type=cliargs.positive, default=50, help="stop after this many matches (default 50)")
+    p.add_argument("--cursor", type=cliargs.whole(0), default=0, help="resume where a previous search stopped")
+    p.add_argument("--max-scan", type=cliargs.positive, default=10_000, help="tasks to scan at most (default 10000)")
     for action, what in (("run", "move tasks to pending, to run now"), ("archive", "archive tasks"),
                          ("delete", "delete tasks")):
         p = _cmd(task, action, views.task_action(action), f"{what}: the given ids, or --all --state S", c)
@@ -186,8 +181,9 @@ def _register_task(subparsers: Any, c: list[argparse.ArgumentParser]) -> None:
         p.add_argument("--all", action="store_true", help="every task in --state (asks first unless --yes)")
         p.add_argument("--state", choices=STATES, help="the state, with --all")
         p.add_argument("--group", help="one group only, with --all --state aggregating")
-        p.add_argument("--rate", type=float, help="with --all: tasks per second, as a background job with a progress "
-                                                  "bar (the dashboard shows it too; Ctrl-C cancels)")
+        p.add_argument("--rate", type=cliargs.job_rate,
+                       help="with --all: tasks per second (0: as fast as bounded steps go), as a background job with "
+                            "a progress bar (the dashboard shows it too; Ctrl-C cancels)")
         _confirm(p)
     findcli.add_find(task, _cmd, c)
     enqueuecli.add_enqueue(task)
@@ -218,7 +214,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asynqpy", description="inspect and manage asynq queues")
+    parser = Parser(prog="asynqpy", description="inspect and manage asynq queues")
     register(parser.add_subparsers(dest="command", metavar="command", required=True))
     add_common(parser, top=True)
     return parser
@@ -226,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one Inspector command alone (the full `asynqpy` command also has worker and dev)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse_command_line(parser, sys.argv[1:] if argv is None else argv)
     return run_guarded(args.func, args)
 
 

@@ -151,9 +151,14 @@ def find(ctx: Ctx, entry_id: str) -> CronStatus:
     raise no_such_entry(entry_id)
 
 
+class EntryNotFoundError(InvalidArgumentError):
+    """No live scheduler has the entry: an InvalidArgumentError for the library and the dashboard (a 400), a "not
+    found" for the CLI (exit 1)."""
+
+
 def no_such_entry(entry_id: str) -> InvalidArgumentError:
     """The error for an entry no live scheduler has (the dashboard gives it for a hidden queue's entry too)."""
-    return InvalidArgumentError(f"no live scheduler has an entry {entry_id!r} (`asynqpy cron ls` lists them)",
+    return EntryNotFoundError(f"no live scheduler has an entry {entry_id!r} (`asynqpy cron ls` lists them)",
                                 argument="entry_id")
 
 

@@ -7,22 +7,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from asynqpy.backpressure import parse_duration
+from asynqpy import cliargs
 from asynqpy.clicommon import add_common
 from asynqpy.client import Client
 from asynqpy.connection import cluster_url
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import InvalidArgumentError, UsageError
+from asynqpy.errors import UsageError
 from asynqpy.task import Task
 from asynqpy.terminal import say
 from inspector.textout import dumps
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except InvalidArgumentError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_enqueue(task: Any) -> None:
@@ -34,12 +27,13 @@ def add_enqueue(task: Any) -> None:
     p.add_argument("type", help="the task type, e.g. email:send")
     p.add_argument("payload", nargs="?", default="", help="the payload, as text (default: empty)")
     p.add_argument("--queue", default="default", help="default: default")
-    p.add_argument("--process-in", type=_duration, metavar="DURATION", help="run it after this long (10m, 90s)")
-    p.add_argument("--unique", type=_duration, metavar="DURATION",
+    p.add_argument("--process-in", type=cliargs.duration(), metavar="DURATION",
+                   help="run it after this long (10m, 90s)")
+    p.add_argument("--unique", type=cliargs.duration(), metavar="DURATION",
                    help="refuse a duplicate (same type and payload in the queue) for this long")
     p.add_argument("--group", help="add it to this group, for the workers' aggregator")
-    p.add_argument("--max-retry", type=int, metavar="N", help="retries before it is archived (default 25)")
-    p.add_argument("--block", type=_duration, default=0.0, metavar="DURATION",
+    p.add_argument("--max-retry", type=cliargs.whole(0), metavar="N", help="retries before it is archived (default 25)")
+    p.add_argument("--block", type=cliargs.duration(), default=0.0, metavar="DURATION",
                    help="when the queue is full, wait up to this long for room (default: refuse at once)")
     p.set_defaults(func=enqueue)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from asynqpy import cliargs
 from inspector.api import Inspector
 from inspector.bounds import clip, name
 from inspector.cli import _common, run
-from inspector.failures import FailureGroup
+from inspector.failures import MAX_LIMIT, FailureGroup
 from inspector.textout import table, when
 from inspector.views import Out
 
@@ -46,5 +47,6 @@ def register(subparsers: Any) -> None:
                                           "and durations as placeholders); bounded: reads at most --limit retry and "
                                           "--limit archived tasks per queue.")
     e.add_argument("queue", nargs="*", help="only these queues (default: all)")
-    e.add_argument("--limit", type=int, default=100, help="tasks read per state and queue (default 100, max 1000)")
+    e.add_argument("--limit", type=cliargs.whole(1, MAX_LIMIT), default=100,
+                   help=f"tasks read per state and queue (default 100, at most {MAX_LIMIT})")
     e.set_defaults(func=lambda args: run(errors_view, args))

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from asynqpy import cliargs
 from asynqpy.errors import UsageError
 from inspector.api import Inspector
 from inspector.find import FindCount, Mask
@@ -28,16 +29,16 @@ def add_find(task: Any, make: Any, parents: list[argparse.ArgumentParser]) -> No
     p = make(task, "find", find_tasks, "find tasks of any state by a query; act on all that match", parents)
     p.add_argument("queue", help="the queue's name (`asynqpy queue ls` lists them)")
     p.add_argument("query", help=HELP)
-    p.add_argument("--limit", type=int, default=50, help="show at most this many matches (default 50)")
+    p.add_argument("--limit", type=cliargs.positive, default=50, help="show at most this many matches (default 50)")
     p.add_argument("--cursor", default="", help="resume where a previous find stopped (it prints the cursor)")
-    p.add_argument("--max-scan", type=int, default=10_000, help="tasks to scan at most (default 10000)")
+    p.add_argument("--max-scan", type=cliargs.positive, default=10_000, help="tasks to scan at most (default 10000)")
     act = p.add_mutually_exclusive_group()
     for action, what in (("run", "move every match to pending, to run now"), ("archive", "archive every match"),
                          ("delete", "delete every match")):
         act.add_argument(f"--{action}", dest="action", action="store_const", const=action,
                          help=f"{what}, as a background job with a progress bar (asks first unless --yes)")
-    p.add_argument("--rate", type=float, default=0.0, help="with an action: tasks changed per second (default: "
-                                                           "as fast as bounded steps go)")
+    p.add_argument("--rate", type=cliargs.job_rate, default=0.0,
+                   help="with an action: tasks changed per second (default 0: as fast as bounded steps go)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
 
@@ -80,8 +81,6 @@ def preview(c: FindCount) -> str:
 
 
 def _act(insp: Inspector, args: argparse.Namespace) -> Out:
-    if args.rate < 0:
-        raise UsageError("--rate must be 0 or more tasks per second")
     if not args.query.strip():
         raise UsageError(f"--{args.action} needs a query (for a whole state: task {args.action} QUEUE --all --state S)")
     mask = _mask(args)

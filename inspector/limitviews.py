@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from asynqpy.backpressure import QueueLimit, parse_duration
-from asynqpy.errors import InvalidArgumentError, UsageError
+from asynqpy import cliargs
+from asynqpy.backpressure import QueueLimit
+from asynqpy.errors import AsynqError, InvalidArgumentError, UsageError
 from asynqpy.limits import Limit, Usage, parse_rate
 from inspector.api import Inspector
 from inspector.display import span
@@ -23,9 +24,9 @@ def register(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     help = "set a limit on task types matching PATTERN ('*' matches anything): --concurrency and/or --rate"
     p = limit.add_parser("set", help=help, description=help, parents=parents)
     p.add_argument("pattern", help="task type pattern, e.g. 'email:*' or sync:crm")
-    p.add_argument("--concurrency", type=int, default=0, help="at most N running at once across the fleet")
+    p.add_argument("--concurrency", type=cliargs.positive, help="at most N running at once across the fleet")
     p.add_argument("--rate", help="at most this many starts, e.g. 100/s, 600/m, 5000/h")
-    p.add_argument("--burst", type=float, default=0.0, help="starts allowed at once after a quiet spell "
+    p.add_argument("--burst", type=cliargs.number(0.0), default=0.0, help="starts allowed at once after a quiet spell "
                                                             "(default: the rate per second, at least 1)")
     p.add_argument("--key", default="", help="hold the limit per value of header.NAME or payload.FIELD")
     p.set_defaults(func=lambda args: run(limit_set, args))
@@ -44,9 +45,10 @@ def register_queue_limit(queue: Any, parents: list[argparse.ArgumentParser]) -> 
     help = ("backpressure: refuse enqueues past a size and/or an oldest-task age (no option: show the limit)")
     p = queue.add_parser("limit", help=help, description=help + "; only asynqpy producers obey it", parents=parents)
     p.add_argument("queue", help=QUEUE)
-    p.add_argument("--max-size", type=int,
+    p.add_argument("--max-size", type=cliargs.positive,
                    help="at most this many tasks pending, scheduled, retry, active and aggregating (in groups)")
-    p.add_argument("--max-latency", help="refuse while the oldest pending task has waited longer, e.g. 10m")
+    p.add_argument("--max-latency", type=cliargs.duration(above_zero=True),
+                   help="refuse while the oldest pending task has waited longer, e.g. 10m")
     p.add_argument("--clear", action="store_true", help="remove the queue's limit")
     p.set_defaults(func=lambda args: run(queue_limit, args))
 
@@ -60,16 +62,14 @@ def _queue_limit_text(ql: QueueLimit) -> str:
 
 
 def queue_limit(insp: Inspector, args: argparse.Namespace) -> Out:
+    if args.clear and (args.max_size is not None or args.max_latency is not None):
+        raise UsageError("--clear removes the limit; --max-size and --max-latency set one: give one or the other")
     if args.clear:
         gone = insp.clear_queue_limit(args.queue)
         return Out({"queue": args.queue, "cleared": gone},
                    f"queue {args.queue!r}: limit removed" if gone else f"queue {args.queue!r} has no limit")
     if args.max_size is not None or args.max_latency is not None:
-        try:
-            latency = parse_duration(args.max_latency) if args.max_latency is not None else None
-            insp.set_queue_limit(args.queue, max_size=args.max_size, max_latency=latency)
-        except InvalidArgumentError as exc:
-            raise UsageError(str(exc)) from exc
+        insp.set_queue_limit(args.queue, max_size=args.max_size, max_latency=args.max_latency)
     ql = insp.queue_limit(args.queue)
     return Out(ql, _queue_limit_text(ql))
 
@@ -77,7 +77,7 @@ def queue_limit(insp: Inspector, args: argparse.Namespace) -> Out:
 def limit_set(insp: Inspector, args: argparse.Namespace) -> Out:
     try:
         rate = parse_rate(args.rate) if args.rate else 0.0
-        lim = Limit(args.pattern, concurrency=args.concurrency, rate=rate, burst=args.burst, key=args.key)
+        lim = Limit(args.pattern, concurrency=args.concurrency or 0, rate=rate, burst=args.burst, key=args.key)
     except InvalidArgumentError as exc:
         raise UsageError(str(exc)) from exc
     insp.set_limit(lim)
@@ -122,6 +122,6 @@ def limit_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 
 def limit_rm(insp: Inspector, args: argparse.Namespace) -> Out:
-    gone = insp.remove_limit(args.pattern)
-    return Out({"pattern": args.pattern, "removed": gone},
-               f"limit {args.pattern} removed" if gone else f"no limit {args.pattern!r}", ok=gone)
+    if not insp.remove_limit(args.pattern):
+        raise AsynqError(f"no limit {args.pattern!r} (`asynqpy limit ls` lists them)")
+    return Out({"pattern": args.pattern, "removed": True}, f"limit {args.pattern} removed")

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from asynqpy.errors import AsynqError
 from inspector import bounds
 from inspector.api import Inspector
+from inspector.croncontrols import EntryNotFoundError
 from inspector.display import preview, span
 from inspector.textout import cell, table, when
 from inspector.typestats import TypeStats
@@ -78,6 +80,12 @@ def cron_ls(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def cron_action(action: str) -> Any:
     def handler(insp: Inspector, args: argparse.Namespace) -> Out:
+        try:
+            return act(insp, args)
+        except EntryNotFoundError as exc:  # not found: a runtime answer (exit 1), not a usage error
+            raise AsynqError(str(exc)) from exc
+
+    def act(insp: Inspector, args: argparse.Namespace) -> Out:
         if action == "run":
             tid = insp.cron_enqueue_now(args.entry_id)
             return Out({"task_id": tid}, f"enqueued task {tid} of entry {args.entry_id}")

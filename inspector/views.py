@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asynqpy.errors import AsynqError, QueueAlreadyPausedError, QueueNotPausedError, UsageError
+from asynqpy.errors import (
+    AsynqError,
+    QueueAlreadyPausedError,
+    QueueNotEmptyError,
+    QueueNotPausedError,
+    TaskNotFoundError,
+    UsageError,
+)
 from asynqpy.task import TaskInfo, TaskState
 from asynqpy.terminal import printable
 from inspector import bounds
+from inspector.actions import ARCHIVE, DELETE, RUN
 from inspector.api import Inspector
 from inspector.display import preview, span
 from inspector.models import Finding, QueueInfo, TaskRecord
 from inspector.textout import cell, pairs, size, table, when
 
 PAST = {"run": "moved to pending", "archive": "archived", "delete": "deleted"}
+ACTIONS = {a.name: a for a in (RUN, ARCHIVE, DELETE)}
 ORDER = ("pending", "active", "scheduled", "retry", "archived", "completed", "aggregating")
 
 
@@ -38,11 +48,14 @@ class Aborted(AsynqError):
 
 
 def confirm(question: str, args: argparse.Namespace) -> None:
-    """Ask on the terminal unless --yes was given. Raises Aborted unless the answer is yes."""
+    """Ask on the terminal unless --yes was given. Raises Aborted unless the answer is yes. The question goes to
+    stderr, so stdout holds only the command's output (parseable with --json)."""
     if getattr(args, "yes", False):
         return
+    sys.stderr.write(printable(f"{question} [y/N] "))
+    sys.stderr.flush()
     try:
-        answer = input(printable(f"{question} [y/N] "))
+        answer = input("")
     except EOFError:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):
@@ -142,7 +155,11 @@ def queue_rm(insp: Inspector, args: argparse.Namespace) -> Out:
     if args.force:
         n = insp.queue_info(args.queue, memory=False).size
         confirm(f"delete queue {args.queue!r} and its {n} tasks?", args)
-    insp.delete_queue(args.queue, force=args.force)
+    try:
+        insp.delete_queue(args.queue, force=args.force)
+    except QueueNotEmptyError:  # the library's message names its keyword; the CLI's, its flag
+        raise QueueNotEmptyError(f"queue {args.queue!r} is not empty: --force deletes it with its tasks",
+                                 queue=args.queue) from None
     return Out({"queue": args.queue, "deleted": True}, f"queue {args.queue!r} deleted")
 
 
@@ -178,7 +195,16 @@ def _task_table(tasks: tuple[TaskRecord, ...], state: TaskState, now: float) -> 
     return table(["ID", "TYPE", "PAYLOAD", *extra], rows)
 
 
+def check_group(args: argparse.Namespace) -> None:
+    """--group goes with --state aggregating, and aggregating tasks are listed one group at a time."""
+    if args.group and args.state != TaskState.AGGREGATING.value:
+        raise UsageError("--group goes with --state aggregating")
+    if args.state == TaskState.AGGREGATING.value and not args.group:
+        raise UsageError("--state aggregating needs --group (aggregating tasks are listed one group at a time)")
+
+
 def task_ls(insp: Inspector, args: argparse.Namespace) -> Out:
+    check_group(args)
     page = _masked(args, "page", insp.list_tasks(args.queue, args.state, page=args.page, size=args.size,
                                                  group=args.group))
     now = insp.now()
@@ -214,10 +240,14 @@ def task_info(insp: Inspector, args: argparse.Namespace) -> Out:
 
 def task_explain(insp: Inspector, args: argparse.Namespace) -> Out:
     e = insp.explain(args.queue, args.task_id)
-    return Out(e, _findings(e.findings), ok=e.state is not None)  # no such task: exit 1
+    if e.state is None:  # no such task: an error, on stderr like every other (exit 1)
+        missing = sorted(e.findings, key=lambda f: f.code != "task_missing")
+        raise TaskNotFoundError("; ".join(f.message for f in missing), queue=args.queue, task_id=args.task_id)
+    return Out(e, _findings(e.findings))
 
 
 def task_search(insp: Inspector, args: argparse.Namespace) -> Out:
+    check_group(args)
     res = insp.search(args.queue, args.state, type=args.type, id_prefix=args.id_prefix, text=args.text,
                       error=args.error, limit=args.limit, cursor=args.cursor, max_scan=args.max_scan,
                       group=args.group)
@@ -233,8 +263,8 @@ def task_action(action: str) -> Callable[[Inspector, argparse.Namespace], Out]:
     def handle(insp: Inspector, args: argparse.Namespace) -> Out:
         if args.all:
             return _on_all(insp, args, action)
-        if args.state or args.group:
-            raise UsageError("--state and --group go with --all")
+        if args.state or args.group or getattr(args, "rate", None) is not None:
+            raise UsageError("--state, --group and --rate go with --all")
         if not args.task_ids:
             raise UsageError(f"give task ids to {action}, or --all --state STATE")
         if len(args.task_ids) == 1:
@@ -255,6 +285,11 @@ def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
     if not args.state:
         raise UsageError("--all needs --state")
     state = TaskState(args.state)
+    if state not in ACTIONS[action].states:
+        raise UsageError(f"cannot {action} all {state.value} tasks: --state must be one of "
+                         f"{', '.join(s.value for s in ACTIONS[action].states)}")
+    if args.group and state is not TaskState.AGGREGATING:
+        raise UsageError("--group goes with --state aggregating")
     if state is TaskState.AGGREGATING and args.group:
         n = next((g.size for g in insp.groups(args.queue) if g.group == args.group), 0)
     else:

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from asynqpy import cliargs
 from asynqpy.errors import UsageError
 from asynqpy.terminal import say
 
@@ -18,11 +19,11 @@ def register(subparsers: Any) -> None:
                                           "environment variables and --config.")
     p.add_argument("--bind", default=os.environ.get("ASYNQPY_WEB_BIND", "127.0.0.1:8080"),
                    help="address:port to listen on (default 127.0.0.1:8080)")
-    p.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-    p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
+    p.add_argument("--workers", type=cliargs.positive, default=2, help="gunicorn worker processes (default 2)")
+    p.add_argument("--threads", type=cliargs.positive, default=4, help="threads per worker (default 4)")
     p.add_argument("--url-prefix", default=os.environ.get("SCRIPT_NAME", ""),
                    help="serve under this sub-path behind a reverse proxy, e.g. /asynq (default: SCRIPT_NAME)")
-    p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDR",
+    p.add_argument("--trusted-proxy", action="append", type=cliargs.network, default=[], metavar="ADDR",
                    help="honour X-Forwarded-* (and --auth-header) only from this address or network; repeatable")
     p.add_argument("--auth-header", help="single sign-on: the user name header a trusted proxy sets, "
                                          "e.g. X-Forwarded-User")
@@ -73,8 +74,6 @@ def _warn_without_users(config: Any) -> None:
 
 def run_web(args: argparse.Namespace) -> int:
     """Run gunicorn in this process until SIGINT/SIGTERM. Returns the exit code."""
-    if args.workers < 1 or args.threads < 1:
-        raise UsageError("--workers and --threads must be at least 1")
     prefix = args.url_prefix.rstrip("/")
     if prefix and not prefix.startswith("/"):
         raise UsageError(f"--url-prefix must start with '/', got {args.url_prefix!r}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from asynqpy import cliargs
 from asynqpy.embedded import port_is_free, stop_process
 from asynqpy.errors import AsynqError, UsageError
 from asynqpy.plugins import DevContext, RunningAddon
@@ -145,7 +146,8 @@ class DashboardAddon:
     name: str = "dashboard"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--web-port", type=int, default=8080, help="dashboard port (default 8080; 0: none)")
+        parser.add_argument("--web-port", type=cliargs.port, default=8080,
+                            help="dashboard port (default 8080; 0: none)")
 
     def start(self, ctx: DevContext) -> RunningAddon:
         port = int(getattr(ctx.args, "web_port", 8080))

@@ -1,7 +1,8 @@
 """`asynqpy user add|ls|rm|passwd|role|queue-role`: manage the dashboard's users file (see webui.users).
 
 Each change is also written to the audit log (user: the OS account, role "cli") and rm/passwd end the user's
-open dashboard sessions, when Redis can be reached; the users file is what counts either way.
+open dashboard sessions, when Redis can be reached; the users file is what counts either way. A command that
+changes nothing (role set to the one the user has, queue-role with no change) writes and records nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.terminal import say
-from webui.users import QUEUE_ROLES, ROLES, UsersFile, check_name, check_password, parse_queue_role
+from webui.users import QUEUE_ROLES, ROLES, UserNotFoundError, UsersFile, check_name, check_password, parse_queue_role
 
 
 def _common() -> argparse.ArgumentParser:
@@ -106,14 +107,17 @@ def _queue_role(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     user = users.get(args.name)
     if user is None:
-        raise UsageError(f"no user {args.name!r} in {users.path}")
+        raise UserNotFoundError(f"no user {args.name!r} in {users.path}")
     queues = {} if args.clear else dict(user.queues)
     for pattern in args.remove or ():
         if queues.pop(pattern, None) is None:
             raise UsageError(f"{args.name} has no role on queue pattern {pattern!r}")
     queues.update(_queue_roles(args.set))
-    users.set_queue_roles(args.name, queues)
     shown = _describe(queues) or "none (the user's role applies to every queue)"
+    if queues == dict(user.queues):  # only shown, or set to what they were: nothing to write or audit
+        say(f"{args.name} ({user.role}) queue roles: {shown}")
+        return 0
+    users.set_queue_roles(args.name, queues)
     note = _record(args, "user.queue_role", args.name, f"queue roles set to {shown}")
     say(f"{args.name} ({user.role}) queue roles: {shown}{note}")
     return 0
@@ -144,7 +148,7 @@ def _rm(args: argparse.Namespace) -> int:
 def _passwd(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
     if users.get(args.name) is None:
-        raise UsageError(f"no user {args.name!r} in {users.path}")
+        raise UserNotFoundError(f"no user {args.name!r} in {users.path}")
     users.set_password(args.name, _password(args))
     note = _record(args, "user.passwd", args.name, "password changed", end_sessions=True)
     say(f"changed the password of {args.name}{note}")
@@ -153,6 +157,12 @@ def _passwd(args: argparse.Namespace) -> int:
 
 def _role(args: argparse.Namespace) -> int:
     users = UsersFile(args.users)
+    user = users.get(args.name)
+    if user is None:
+        raise UserNotFoundError(f"no user {args.name!r} in {users.path}")
+    if user.role == args.role:  # nothing to write or audit
+        say(f"{args.name} is {args.role} already")
+        return 0
     users.set_role(args.name, args.role)
     say(f"{args.name} is now {args.role}{_record(args, 'user.role', args.name, f'role set to {args.role}')}")
     return 0

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from asynqpy.errors import UsageError
+from asynqpy.errors import AsynqError, UsageError
 
 log = logging.getLogger("asynqpy")
 
@@ -51,7 +51,8 @@ class MetricsHTTPServer:
     """Serves render() at /metrics and each probe at its path (200 when ok, else 503), in a daemon thread.
 
     token: when set, /metrics answers 401 unless the request carries `Authorization: Bearer <token>`
-    (probes stay open: kubelets do not send tokens).
+    (probes stay open: kubelets do not send tokens). Raises AsynqError (one line: a runtime failure in the CLI)
+    when it cannot listen on host:port, e.g. the port is in use.
     """
 
     def __init__(self, host: str, port: int, render: Render, probes: Mapping[str, Probe] | None = None, *,
@@ -68,7 +69,10 @@ class MetricsHTTPServer:
             def log_message(self, fmt: str, *args: object) -> None:
                 log.debug("metrics http: " + fmt, *args)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:  # a port in use, an address not ours, a host name that does not resolve
+            raise AsynqError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from exc
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

@@ -135,8 +135,10 @@ def set_queue_limit(r: redis.Redis, queue: str, *, max_size: int | None = None,
                     max_latency: float | None = None) -> None:
     if max_size is None and max_latency is None:
         raise InvalidArgumentError("give max_size and/or max_latency (or clear the limit)")
-    if (max_size is not None and max_size < 1) or (max_latency is not None and max_latency <= 0):
-        raise InvalidArgumentError("max_size must be at least 1 and max_latency above 0")
+    if max_size is not None and max_size < 1:
+        raise InvalidArgumentError(f"max_size must be at least 1, got {max_size!r}", argument="max_size")
+    if max_latency is not None and not max_latency > 0:
+        raise InvalidArgumentError(f"max_latency must be above 0 seconds, got {max_latency!r}", argument="max_latency")
     fields: dict[str, str] = {}
     if max_size is not None:
         fields["max_size"] = str(max_size)

@@ -7,6 +7,7 @@ import pkgutil
 import sys
 from typing import Any
 
+from asynqpy import cliargs
 from asynqpy.errors import UsageError
 from asynqpy.scheduler.core import Scheduler
 from asynqpy.scheduler.manager import ConfigError, PeriodicTaskManager, YamlFileProvider
@@ -35,7 +36,7 @@ def register(subparsers: Any) -> None:
                                           "file (--config). SIGTERM stops it and removes its entries.")
     p.add_argument("app", nargs="?", help="module:attribute naming a Scheduler or PeriodicTaskManager")
     p.add_argument("--config", help="YAML file of entries (re-read every --sync-interval seconds)")
-    p.add_argument("--sync-interval", type=float, default=180.0, help="seconds between config reads (180)")
+    p.add_argument("--sync-interval", type=cliargs.interval, default=180.0, help="seconds between config reads (180)")
     p.add_argument("--location", default="UTC", help="time zone of specs without CRON_TZ= (with --config)")
     p.add_argument("--catch-up", choices=("none", "last"), default="none",
                    help="at start, enqueue the last tick missed while no replica ran (with --config)")

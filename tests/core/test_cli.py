@@ -53,9 +53,9 @@ def test_bad_mux_and_queues_are_one_line_errors() -> None:
     assert res.returncode == 2 and "priority of queue 'a'" in res.stderr
     res = run("worker", "tests.core.apps", "--queues", "a=1")
     assert res.returncode == 2 and "module:attribute" in res.stderr
-    # The settings are checked by ServerConfig, once, before any process starts.
+    # A bad setting is a usage error, before any process starts.
     res = run("worker", "tests.core.apps:counting", "--concurrency", "0", "--processes", "2")
-    assert res.returncode == 1 and res.stderr.strip().count("\n") == 0 and "concurrency must be >= 1" in res.stderr
+    assert res.returncode == 2 and "argument --concurrency: must be at least 1, got 0" in res.stderr
 
 
 def test_worker_on_unreachable_redis_is_one_line(tmp_path: Path) -> None:
@@ -99,6 +99,19 @@ def test_an_error_in_the_users_handler_module_shows_its_traceback(tmp_path: Path
     _module(tmp_path, "brokenapp2", "import no_such_dependency_xyz\n")
     res = procs.run("worker", "brokenapp2:mux", cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" in res.stderr and "no_such_dependency_xyz" in res.stderr
+
+
+def test_a_mux_without_handlers_is_refused_before_any_task_fails(tmp_path: Path) -> None:
+    _module(tmp_path, "emptyapp", "from asynqpy import ServeMux\nmux = ServeMux()\n")
+    _module(tmp_path, "catchall", "from asynqpy import ServeMux\nmux = ServeMux()\n"
+                                  "async def answer(task, call_next):\n    return None\nmux.use(answer)\n")
+    for spec in ("emptyapp:mux", "asynqpy:ServeMux"):  # the class itself is called like a factory
+        res = procs.run("worker", spec, "--redis-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res
+        assert res.stderr.startswith(f"asynqpy: {spec} has no handlers: ") and "handler not found" in res.stderr
+    # middleware may answer every task itself: such a mux starts (and here finds no Redis: exit 1)
+    res = procs.run("worker", "catchall:mux", "--redis-url", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert res.returncode == 1 and "has no handlers" not in res.stderr, res
 
 
 def test_our_errors_are_one_line_unless_debug(tmp_path: Path) -> None:

@@ -153,5 +153,5 @@ def test_the_cli_shows_types_and_records_marks(redis_url: str, r: redis.Redis,
     assert "no task types recorded" in capsys.readouterr().out  # default's runs are not billing's or hr's
     assert main(["stats", "--types", "--queue", "def*", "--json", "--redis-url", redis_url]) == 0
     assert json.loads(capsys.readouterr().out)["types"][0]["processed"] == 4
-    assert main(["mark", " ", "--redis-url", redis_url]) == 1
+    assert main(["mark", " ", "--redis-url", redis_url]) == 2  # a blank label is a wrong argument
     assert "label" in capsys.readouterr().err

@@ -142,3 +142,24 @@ def test_stats_and_queue_commands_show_a_hostile_queue_name_escaped(redis_url: s
     code, out, err = cli(["queue", "info", "nope\x1b[2J", "--redis-url", redis_url], capsys)
     _clean(out + err)
     assert code == 1 and "nope" in err
+
+
+def test_verify_finds_the_dev_servers_audit_key_as_ls_finds_its_redis(r: redis.Redis, redis_url: str,
+                                                                     tmp_path: Path) -> None:
+    from asynqpy.devstate import StateDir
+    from tests.core.procs import run
+
+    state = StateDir(tmp_path, "dev")  # as `asynqpy dev` leaves it: locked, its URL published, the dashboard's key
+    state.lock()
+    try:
+        state.publish(redis_url)
+        log = AuditLog.open(r, state.path, writer=True)
+        for i in range(3):
+            log.append("queue.pause", outcome="ok", user="ann", role="operator", queue=f"q{i}")
+        below = tmp_path / "src"
+        below.mkdir()
+        assert "q2" in run("audit", "ls", cwd=below).stdout
+        res = run("audit", "verify", cwd=below)
+        assert res.returncode == 0 and res.stdout.startswith("audit chain intact: 3 record(s)"), res
+    finally:
+        state.unlock()

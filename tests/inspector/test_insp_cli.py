@@ -54,8 +54,9 @@ def test_task_listing_info_search_explain(capsys: pytest.CaptureFixture[str], re
     assert code == 0 and "archived" in out.splitlines()[1] and "the end was reached" in out
     code, out, _ = cli(capsys, redis_url, "task", "explain", "q", "retry", "--json")
     assert code == 0 and json.loads(out)["state"] == "retry"
-    code, out, _ = cli(capsys, redis_url, "task", "explain", "q", "no-such-id")
-    assert code == 1 and "no task 'no-such-id'" in out
+    code, out, err = cli(capsys, redis_url, "task", "explain", "q", "no-such-id")
+    assert code == 1 and out == "" and err.startswith("asynqpy: no task 'no-such-id' in queue 'q'") and \
+        err.count("\n") == 1, err
     code, out, _ = cli(capsys, redis_url, "task", "ls", "q", "--state", "active")
     assert code == 0 and "(1 active task)" in out
 
@@ -68,8 +69,8 @@ def test_task_actions(capsys: pytest.CaptureFixture[str], redis_url: str, one_of
     code, out, _ = cli(capsys, redis_url, "task", "archive", "q", "pending", "nope")
     assert code == 1 and "pending: archived" in out and "nope: failed" in out
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
-    code, _, err = cli(capsys, redis_url, "task", "delete", "q", "--all", "--state", "archived")
-    assert code == 1 and err == "asynqpy: aborted\n"
+    code, out, err = cli(capsys, redis_url, "task", "delete", "q", "--all", "--state", "archived")
+    assert (code, out) == (1, "") and err == "delete all 2 archived tasks in queue 'q'? [y/N] asynqpy: aborted\n"
     monkeypatch.setattr("builtins.input", lambda prompt: "y")
     code, out, _ = cli(capsys, redis_url, "task", "delete", "q", "--all", "--state", "archived")
     assert code == 0 and out == "2 archived tasks deleted\n"

@@ -78,11 +78,11 @@ def test_user_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert code == 2 and "already exists" in err
     code, _, err = run(["user", "add", "bad name", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch,
                        "x\n")
-    assert code == 1 and "not allowed" in err
+    assert code == 2 and "not allowed" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "")
     assert code == 2 and "stdin is empty" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "\n")
-    assert code == 1 and "must not be empty" in err
+    assert code == 2 and "must not be empty" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", *f], capsys, monkeypatch)
     assert code == 2 and "--password-stdin" in err  # no terminal to ask on
     code, _, err = run(["user", "rm", "nobody", *f], capsys, monkeypatch)
@@ -169,3 +169,21 @@ def test_user_queue_roles(tmp_path: Path, capsys: pytest.CaptureFixture[str], mo
     path.write_text(path.read_text().replace('role = "viewer"', 'role = "viewer"\nqueues = { "a" = "boss" }'))
     with pytest.raises(UsersFileError, match="unknown role 'boss'"):
         UsersFile(path).get("alice")
+
+
+def test_a_user_command_that_changes_nothing_writes_and_records_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, r: redis.Redis,
+        redis_url: str) -> None:
+    path = tmp_path / "users.toml"
+    f = ["--users", str(path), "--redis-url", redis_url]
+    assert run(["user", "add", "alice", "--role", "admin", "--queue-role", "hr:*=none", "--password-stdin", *f],
+               capsys, monkeypatch, "pw-alice\n")[0] == 0
+    before, records = path.stat().st_mtime_ns, r.xlen(STREAM)
+    assert run(["user", "queue-role", "alice", *f], capsys, monkeypatch) == \
+        (0, "alice (admin) queue roles: hr:*=none\n", "")
+    assert run(["user", "queue-role", "alice", "hr:*=none", *f], capsys, monkeypatch)[0] == 0  # the same again
+    assert run(["user", "role", "alice", "admin", *f], capsys, monkeypatch) == (0, "alice is admin already\n", "")
+    assert (path.stat().st_mtime_ns, r.xlen(STREAM)) == (before, records)
+    # a real change is written and recorded
+    code, out, _ = run(["user", "role", "alice", "viewer", *f], capsys, monkeypatch)
+    assert code == 0 and out.startswith("alice is now viewer") and r.xlen(STREAM) == records + 1
