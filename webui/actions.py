@@ -76,7 +76,7 @@ def _check(action: str, state: str) -> None:
         raise ValueError(f"{label(action, state)} does not apply to {state} tasks")
 
 
-@bp.post("/queues/<queue:queue>/tasks/<task_id>/<action>")
+@bp.post("/queues/<queue:queue>/tasks/<taskid:task_id>/<action>")
 @require_role("operator")
 def task_action(queue: str, task_id: str, action: str) -> Any:
     if action not in TASK_ACTIONS:

@@ -190,6 +190,7 @@ def _register(app: Flask) -> None:
         limits,
         oidc,
         pages,
+        queuenames,
         queues,
         render,
         sampler,
@@ -221,6 +222,8 @@ def _register(app: Flask) -> None:
     @app.errorhandler(404)
     @app.errorhandler(405)
     def not_found(exc: HTTPException) -> Any:
+        if exc.code == 404 and (moved := queuenames.slash_redirect()) is not None:
+            return moved  # typed with %2F where the dashboard writes ~2F
         return render.error_page(exc, exc.code or 404)
 
     @app.errorhandler(Exception)

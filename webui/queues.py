@@ -118,7 +118,7 @@ def queue_state(queue: str, state: str) -> Any:
     return state_view(queue, state)
 
 
-@bp.get("/queues/<queue:queue>/tasks/<task_id>")
+@bp.get("/queues/<queue:queue>/tasks/<taskid:task_id>")
 @require_role("viewer")
 def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") -> Any:
     insp = inspector()
