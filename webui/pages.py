@@ -11,7 +11,7 @@ from asynqpy.errors import RedisUnavailableError
 from inspector import bounds
 from inspector.models import QueueInfo
 from inspector.samples import TOTAL, SizeSample
-from webui import access, charts, inspector, snapshot
+from webui import access, charts, health_inspector, inspector, snapshot
 from webui.auth import public, require_role
 from webui.pollcache import polled
 from webui.render import page
@@ -146,9 +146,9 @@ def favicon() -> Any:
 
 @bp.get("/healthz")
 def healthz() -> Any:
-    """200 when Redis answers, 503 with the reason when not; no login."""
+    """200 when Redis answers, 503 with the reason when not (within ASYNQPY_HEALTH_TIMEOUT); no login."""
     try:
-        inspector().queues()
+        health_inspector().queues()
     except RedisUnavailableError as exc:
         return {"status": "unavailable", "reason": str(exc)}, 503
     return {"status": "ok", "time": datetime.now(UTC).isoformat(timespec="seconds")}, 200
