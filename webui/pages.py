@@ -17,7 +17,6 @@ from webui.pollcache import polled
 from webui.render import page
 
 bp = Blueprint("pages", __name__)
-bp.add_app_template_filter(bounds.clip, "clip")  # producer text: |clip in a list, |clip(FULL) on its page
 bp.add_app_template_filter(bounds.clipped, "clipped")
 bp.add_app_template_global(bounds.FULL, "FULL")
 CHART_DAYS = (7, 30, 90)
