@@ -37,6 +37,8 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
     if status == 404:
         title = "Not found"
         text = str(exc) if not hasattr(exc, "description") else "There is nothing at this address."
+        if getattr(exc, "description", None) not in (None, getattr(type(exc), "description", None)):
+            text = str(exc.description)  # type: ignore[attr-defined]  # abort(404, description=...)
     elif status == 405:
         title, text = "Method not allowed", "This address does not take that kind of request."
     elif down:
