@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
 
-from asynqpy.errors import AsynqError, TaskNotFoundError
+from asynqpy.errors import AsynqError, QueueNotFoundError, TaskNotFoundError
 from inspector.models import BatchResult
 from webui import audit, inspector, jobs, queuenames, snapshot
 from webui.auth import require_role
@@ -81,6 +81,18 @@ def _check(action: str, state: str) -> None:
 def task_action(queue: str, task_id: str, action: str) -> Any:
     if action not in TASK_ACTIONS:
         abort(404)
+    try:
+        return _task_action(queue, task_id, action)
+    except (TaskNotFoundError, QueueNotFoundError) as exc:
+        if request.form.get("back") != "task" or is_htmx():
+            raise  # htmx: the message in place (#messages); a row's action: the error page
+        # a plain form on the task page: redirect after the POST, so a reload does not send it again
+        flash(f"{label(action, 'archived')} failed: {exc}", "error")
+        to = "pages.overview" if isinstance(exc, QueueNotFoundError) else "queues.queue_page"
+        return redirect(url_for(to, **({} if isinstance(exc, QueueNotFoundError) else {"queue": queue})), 303)
+
+
+def _task_action(queue: str, task_id: str, action: str) -> Any:
     insp = inspector()
     name = f"task.{action}"
     state = _guarded(name, queue, lambda: insp.get_task(queue, task_id).state.value, task_ids=[task_id])

@@ -202,3 +202,24 @@ def test_a_viewers_refusal_names_the_role_the_action_needs(as_role: Any, state: 
                        "tasks.delete": "this needs the operator role; vera is viewer",
                        "limits.limit_set": "this needs the admin role; vera is viewer"}
     assert "needs the admin role" in _post(c, "/queues/mail/delete").get_data(as_text=True)
+
+
+def test_an_action_on_a_task_that_vanished_stays_on_the_task_page_or_redirects(as_role: Any, state: dict[str, Any],
+                                                                                r: redis.Redis) -> None:
+    """The task page's Archive and Replay were plain posts landing on a 404 page at .../archive (a reload posted
+    again); now every button posts through htmx like Delete (the message in place), and without htmx the post
+    redirects to the queue with the message."""
+    c = as_role("operator")
+    tid = state["retry"][0]
+    html = c.get(f"/queues/mail/tasks/{tid}").get_data(as_text=True)
+    for action in ("run", "archive", "delete"):
+        assert f'hx-post="/queues/mail/tasks/{tid}/{action}"' in html, action
+    r.delete(f"asynq:{{mail}}:t:{tid}")
+    r.zrem("asynq:{mail}:retry", tid)
+    inline = _post(c, f"/queues/mail/tasks/{tid}/archive", {"back": "task"})
+    assert inline.status_code == 404 and inline.headers["HX-Retarget"] == "#messages"
+    plain = _post(c, f"/queues/mail/tasks/{tid}/run", {"back": "task"}, htmx=False)
+    assert plain.status_code == 303 and plain.headers["Location"] == "/queues/mail"
+    shown = c.get("/queues/mail").get_data(as_text=True)
+    assert "Replay failed:" in shown and tid in shown and 'class="message error"' in shown
+    assert [x.outcome for x in _records(r)[-2:]] == ["error", "error"]  # both attempts audited
