@@ -11,7 +11,7 @@ from asynqpy.errors import RedisUnavailableError
 from inspector import bounds
 from inspector.models import QueueInfo
 from inspector.samples import TOTAL, SizeSample
-from webui import access, charts, health_inspector, inspector, snapshot
+from webui import access, charts, health_inspector, inspector, params, snapshot
 from webui.auth import public, require_role
 from webui.pollcache import polled
 from webui.render import page
@@ -113,13 +113,13 @@ def servers() -> Any:
 @require_role("viewer")
 def scheduler() -> Any:
     entries = access.entries(inspector().scheduler_entries())
-    num = max(1, request.args.get("page", 1, type=int))
+    num = params.whole("page", 1, minimum=1)
     pages = max(1, -(-len(entries) // ENTRIES_PAGE))
     shown = entries[(num - 1) * ENTRIES_PAGE:num * ENTRIES_PAGE]
     entry = request.args.get("entry")
     if entry and access.hides_some() and entry not in {e.id for e in entries}:
         entry = None  # an entry of a hidden queue: its history is not shown either
-    hnum = max(1, request.args.get("hpage", 1, type=int))
+    hnum = params.whole("hpage", 1, minimum=1)
     history = inspector().scheduler_history(entry, page=hnum, size=HISTORY_PAGE) if entry else []
     kept = inspector().scheduler_history_size(entry) if entry else 0
     statuses = {st.entry.id: st for st in inspector().cron_statuses(shown)}  # pause, plain words, last task
