@@ -116,6 +116,22 @@ def test_errors_page_groups_recent_failures(as_role: Any, state: dict[str, Any])
     assert "No failures" in _html(c, "/errors?queue=low")
 
 
+def test_tasks_archived_by_hand_are_no_errors(as_role: Any, state: dict[str, Any], redis_url: str) -> None:
+    """/errors listed a task an operator archived as "(no error message)", first and last seen "-"."""
+    from inspector import Inspector
+
+    with Inspector(redis_url) as insp:
+        insp.archive_task("mail", state["pending"])
+        insp.archive_task("low", insp.list_tasks("low", "pending").tasks[0].id)
+        assert insp.get_task("mail", state["pending"]).state.value == "archived"
+    c = as_role("viewer")
+    html = _html(c, "/errors")
+    assert "(no error message)" not in html and state["pending"][:8] not in html
+    assert "timeout talking to smtp" in html  # the real failures stay
+    low = _html(c, "/errors?queue=low")
+    assert "No failures" in low and "tasks archived by hand are not errors" in low
+
+
 def test_servers_scheduler_redis_and_charts(as_role: Any, state: dict[str, Any]) -> None:
     c = as_role("viewer")
     assert "No live worker servers" in _html(c, "/servers")
