@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Self
+from typing import Any, Self
 
 import redis
 
@@ -62,7 +62,9 @@ class Inspector:
     redis_url: ASYNQPY_REDIS_URL, then REDIS_URL, then the `asynqpy dev` server, then localhost.
     connection: an existing binary (decode_responses=False) client to use instead.
     clock: Unix seconds, for "now" (tests and replays of recorded state). chunk: tasks per script call in
-    the actions on many tasks (500 keeps each call to a few ms).
+    the actions on many tasks (500 keeps each call to a few ms). timeout: seconds a Redis reply (and a connect)
+    may take before RedisUnavailableError (default asynqpy.connection's: 10 s, 5 s to connect); the dashboard
+    gives a shorter one so that a frozen Redis is a quick 503.
 
     Every method reaches Redis through one door (asynqpy.rdb.syncdoor), so every Redis error comes out as
     asynqpy's: RedisUnavailableError (asynqpy.errors; .url names the server, password masked; .kind says what:
@@ -72,12 +74,17 @@ class Inspector:
     """
 
     def __init__(self, redis_url: str | None = None, *, connection: redis.Redis | None = None,
-                 clock: Callable[[], float] = time.time, chunk: int = actions.DEFAULT_CHUNK) -> None:
+                 clock: Callable[[], float] = time.time, chunk: int = actions.DEFAULT_CHUNK,
+                 timeout: float | None = None) -> None:
         check_int(chunk, "chunk", minimum=1)
         if not callable(clock):
             raise InvalidArgumentError("clock must be a callable returning Unix seconds", argument="clock")
         url = redis_url or default_redis_url()
-        self.redis = connection or connect(url)  # for the dashboard's session store and audit log (their doors)
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise InvalidArgumentError(f"timeout must be a positive number of seconds, got {timeout!r}",
+                                       argument="timeout")
+        kw: dict[str, Any] = {} if timeout is None else {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+        self.redis = connection or connect(url, **kw)  # for the dashboard's session store and audit log (their doors)
         self.url = mask_url(url) if connection is None else url_of(connection)  # for errors: password masked
         self.door = SyncDoor(self.redis, self.url)
         self._ctx = Ctx(self.door, clock)

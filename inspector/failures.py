@@ -1,5 +1,6 @@
 """The last errors: the most recent retry and archived tasks of each queue, grouped by queue, type and the
-error's fingerprint (inspector.fingerprint: ids, numbers, addresses... replaced by placeholders).
+error's fingerprint (inspector.fingerprint: ids, numbers, addresses... replaced by placeholders). Tasks archived by
+hand, which never failed (no error, no failure time), are read but are not errors: they are left out.
 
 The cost is bounded: for each queue, one script reads the `limit` newest tasks of the retry set and of the
 archived set (by score: archived tasks by the time they failed, retry tasks by their next attempt, which
@@ -95,7 +96,13 @@ def recent_failures(ctx: Ctx, names: Sequence[str] | None, *, limit: int) -> Rec
             raw = raws[i * len(states) + j]
             truncated = truncated or int(raw[0]) > limit
             recs.extend(records.rows(q, st, raw[1:], now=now))
-    return RecentFailures(tuple(group(recs)), len(recs), truncated)
+    return RecentFailures(tuple(group([r for r in recs if failed(r)])), len(recs), truncated)
+
+
+def failed(r: TaskRecord) -> bool:
+    """Whether the task failed: it has an error, a failure time or a problem reading it. A task archived by hand
+    (an operator's Archive, never run or never failed) has none of them, and is no error."""
+    return bool(r.info.last_err or r.info.last_failed_at or r.problem)
 
 
 def _failed_at(r: TaskRecord) -> datetime | None:

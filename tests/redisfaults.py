@@ -9,6 +9,8 @@ fault_redis give a test a private server of its module's own, so that no fault r
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -61,6 +63,18 @@ def busy(url: str, *, limit: float = 30.0) -> Iterator[None]:
         r.config_set("busy-reply-threshold", old)
         spinner.close()
         r.close()
+
+
+@contextlib.contextmanager
+def frozen(server: EmbeddedServer) -> Iterator[None]:
+    """The server is stopped (SIGSTOP) for the block: connections and connects hang as with a Redis host that
+    froze or vanished from the network, with no error; SIGCONT when the block ends."""
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
 
 
 @contextlib.contextmanager

@@ -16,14 +16,15 @@ if TYPE_CHECKING:
         EXTENSION,
         PACKAGE_DIR,
         create_app,
+        health_inspector,
         inspector,
         settings,
         status_for,
         trace_link,
     )
 
-__all__ = ["DEFAULTS", "ERROR_STATUS", "EXTENSION", "PACKAGE_DIR", "create_app", "inspector", "settings", "status_for",
-           "trace_link"]
+__all__ = ["DEFAULTS", "ERROR_STATUS", "EXTENSION", "PACKAGE_DIR", "create_app", "health_inspector", "inspector",
+           "settings", "status_for", "trace_link"]
 _FACTORY = frozenset(__all__)
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
 
-from asynqpy.errors import AsynqError, TaskNotFoundError
+from asynqpy.errors import AsynqError, QueueNotFoundError, TaskNotFoundError
 from inspector.models import BatchResult
 from webui import audit, inspector, jobs, queuenames, snapshot
-from webui.auth import can, require_role
+from webui.auth import require_role
 from webui.queues import state_view
 from webui.render import is_htmx
 
@@ -76,11 +76,23 @@ def _check(action: str, state: str) -> None:
         raise ValueError(f"{label(action, state)} does not apply to {state} tasks")
 
 
-@bp.post("/queues/<queue:queue>/tasks/<task_id>/<action>")
+@bp.post("/queues/<queue:queue>/tasks/<taskid:task_id>/<action>")
 @require_role("operator")
 def task_action(queue: str, task_id: str, action: str) -> Any:
     if action not in TASK_ACTIONS:
         abort(404)
+    try:
+        return _task_action(queue, task_id, action)
+    except (TaskNotFoundError, QueueNotFoundError) as exc:
+        if request.form.get("back") != "task" or is_htmx():
+            raise  # htmx: the message in place (#messages); a row's action: the error page
+        # a plain form on the task page: redirect after the POST, so a reload does not send it again
+        flash(f"{label(action, 'archived')} failed: {exc}", "error")
+        to = "pages.overview" if isinstance(exc, QueueNotFoundError) else "queues.queue_page"
+        return redirect(url_for(to, **({} if isinstance(exc, QueueNotFoundError) else {"queue": queue})), 303)
+
+
+def _task_action(queue: str, task_id: str, action: str) -> Any:
     insp = inspector()
     name = f"task.{action}"
     state = _guarded(name, queue, lambda: insp.get_task(queue, task_id).state.value, task_ids=[task_id])
@@ -110,7 +122,7 @@ def go_to(url: str, message: str) -> Any:
 
 
 @bp.post("/queues/<queue:queue>/<state>/<action>")
-@require_role("operator")
+@require_role("operator", stronger=lambda _: request.form.get("all") == "1")  # every task of a state: admin
 def state_action(queue: str, state: str, action: str) -> Any:
     _check(action, state)
     if request.form.get("all") == "1":
@@ -166,10 +178,7 @@ def _rate(raw: str) -> float:
 
 
 def _on_all(queue: str, state: str, action: str) -> Any:
-    name = f"tasks.{action}_all"
-    if not can("admin"):
-        audit.refused_request(f"all {state} tasks: this needs the admin role")
-        abort(403, description="acting on every task of a state needs the admin role")
+    name = f"tasks.{action}_all"  # the admin role on the queue: state_action's require_role checked it
     insp = inspector()
     count = snapshot.queue_info(queue).count(state)
     rate = _rate(request.form.get("rate", ""))
@@ -196,7 +205,7 @@ def _on_all(queue: str, state: str, action: str) -> Any:
 
 
 @bp.post("/queues/<queue:queue>/<action>")
-@require_role("operator")
+@require_role("operator", stronger=lambda args: args.get("action") == "delete")  # deleting a queue: admin
 def queue_action(queue: str, action: str) -> Any:
     insp = inspector()
     if action == "pause":
@@ -206,9 +215,6 @@ def queue_action(queue: str, action: str) -> Any:
         _guarded("queue.resume", queue, lambda: insp.unpause(queue))
         msg = f"queue {queue} resumed"
     elif action == "delete":
-        if not can("admin"):
-            audit.refused_request("deleting a queue needs the admin role")
-            abort(403, description="deleting a queue needs the admin role")
         _guarded("queue.delete", queue, lambda: insp.delete_queue(queue))
         _audit("queue.delete", queue, "ok", detail=f"queue {queue} deleted")
         return go_to(url_for("pages.overview"), f"queue {queue} deleted")

@@ -35,6 +35,7 @@ from inspector.api import Inspector
 from inspector.jobs import JobNotFoundError
 
 EXTENSION = "asynqpy.inspector"
+HEALTH = "asynqpy.health"  # /healthz's own Inspector, with the shorter timeout
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 DEFAULTS: dict[str, Any] = {
@@ -49,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "ASYNQPY_REDACTION": None,         # payload redaction: the config's [redaction] table or a TOML file's path
                                        # (None: the default, keys named like secrets masked below admin)
     "ASYNQPY_TRACE_URL": "",           # a task's trace in Jaeger, Tempo, ...: a URL with {trace_id} ("": no link)
+    "ASYNQPY_REDIS_TIMEOUT": 3.0,      # seconds a page's Redis reply (or connect) may take before its 503
+    "ASYNQPY_HEALTH_TIMEOUT": 0.8,     # the same for /healthz: under a probe's usual 1 s, so it sees the 503
 }
 
 # One table from error types to HTTP status codes; the first matching class wins. Redis trouble that passes
@@ -100,6 +103,11 @@ def _env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
 def _coerce(key: str, raw: str, default: Any) -> Any:
     if isinstance(default, bool):
         return raw.strip().lower() in ("1", "true", "yes", "on")
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            raise InvalidArgumentError(f"{key} must be a number, got {raw!r}", argument=key) from None
     if isinstance(default, int):
         try:
             return int(raw)
@@ -143,8 +151,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(settings(config))
     _check_trace_url(app.config["ASYNQPY_TRACE_URL"])
     app.jinja_env.autoescape = True
-    app.extensions[EXTENSION] = Inspector(_redis_url(app.config["ASYNQPY_REDIS_URL"]),
-                                          chunk=app.config["ASYNQPY_JOB_CHUNK"])
+    url = _redis_url(app.config["ASYNQPY_REDIS_URL"])
+    app.extensions[EXTENSION] = Inspector(url, chunk=app.config["ASYNQPY_JOB_CHUNK"],
+                                          timeout=float(app.config["ASYNQPY_REDIS_TIMEOUT"]))
+    app.extensions[HEALTH] = Inspector(url, timeout=float(app.config["ASYNQPY_HEALTH_TIMEOUT"]))
     _register(app)
     return app
 
@@ -179,6 +189,12 @@ def inspector() -> Inspector:
     return insp
 
 
+def health_inspector() -> Inspector:
+    """The Inspector /healthz asks: its own connections, with ASYNQPY_HEALTH_TIMEOUT."""
+    insp: Inspector = current_app.extensions[HEALTH]
+    return insp
+
+
 def _register(app: Flask) -> None:
     from webui import (
         access,
@@ -190,6 +206,7 @@ def _register(app: Flask) -> None:
         limits,
         oidc,
         pages,
+        queuenames,
         queues,
         render,
         sampler,
@@ -221,6 +238,8 @@ def _register(app: Flask) -> None:
     @app.errorhandler(404)
     @app.errorhandler(405)
     def not_found(exc: HTTPException) -> Any:
+        if exc.code == 404 and (moved := queuenames.slash_redirect()) is not None:
+            return moved  # typed with %2F where the dashboard writes ~2F
         return render.error_page(exc, exc.code or 404)
 
     @app.errorhandler(Exception)

@@ -154,12 +154,13 @@ def refuse_in_read_only() -> None:
         abort(403, description="the dashboard is read-only: no changes can be made")
 
 
-def require_role(role: str) -> Callable[[F], F]:
+def require_role(role: str, *, stronger: Callable[[dict[str, Any]], bool] | None = None) -> Callable[[F], F]:
     """Decorate a view: 403 unless g.user's role includes role (and, for a change, not in read-only mode).
 
-    On a view with a <queue> the user's role on that queue counts (webui.access.require: a hidden queue is a
-    404). A refused change (non-GET) is counted in the audit log's refused requests. Raises ValueError at
-    decoration time for an unknown role.
+    stronger(view_args): whether this call needs the admin role instead (deleting a queue, acting on every task
+    of a state), so that a refusal names the role the action really needs. On a view with a <queue> the user's
+    role on that queue counts (webui.access.require: a hidden queue is a 404). A refused change (non-GET) is
+    counted in the audit log's refused requests. Raises ValueError at decoration time for an unknown role.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -167,7 +168,8 @@ def require_role(role: str) -> Callable[[F], F]:
     def wrap(view: F) -> F:
         @functools.wraps(view)
         def guarded(*args: Any, **kwargs: Any) -> Any:
-            access.require(kwargs.get("queue"), role)  # per-queue roles: a hidden queue is a 404
+            need = "admin" if stronger is not None and stronger(kwargs) else role
+            access.require(kwargs.get("queue"), need)  # per-queue roles: a hidden queue is a 404
             return view(*args, **kwargs)
 
         return cast(F, guarded)

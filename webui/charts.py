@@ -21,6 +21,13 @@ class Day:
     failed: int
 
 
+def nice_top(highest: int) -> int:
+    """The value at the top of a chart's y axis: highest rounded up to an even number (at least 2), so the middle
+    tick is a whole number too (a top of 1 labelled its 0.5 tick "0": "1, 0, 0")."""
+    top = max(2, int(highest))
+    return top + top % 2
+
+
 def _axis(top: int) -> str:
     parts = []
     for frac in (0.0, 0.5, 1.0):
@@ -48,7 +55,7 @@ def daily_bars(days: Sequence[Day], label: str) -> Markup:
     """Processed (succeeded part and failed part stacked) per day, oldest left."""
     if not days:
         return Markup('<p class="empty">No daily counts yet.</p>')
-    top = max(1, max(d.processed for d in days))
+    top = nice_top(max(d.processed for d in days))
     plot_h = H - PAD_T - PAD_B
     slot = (W - PAD_L) / len(days)
     bar = max(1.0, slot * 0.7)
@@ -78,7 +85,7 @@ def size_lines(samples: Sequence[SizeSample], label: str, queue: str | None = No
                       'the chart appears after the second sample.</p>')
     t0, t1 = samples[0].t, samples[-1].t
     series = {st: [_state_total(s, i, queue) for s in samples] for i, st in enumerate(STATES)}
-    top = max(1, max(max(v) for v in series.values()))
+    top = nice_top(max(max(v) for v in series.values()))
     plot_h = H - PAD_T - PAD_B
     span_t = max(1e-9, t1 - t0)
     parts = [_axis(top)]

@@ -48,7 +48,7 @@ def _admin(what: str) -> None:
 
 
 @bp.post("/limits")
-@require_role("operator")
+@require_role("admin")  # on every queue, too: _admin()
 def limit_set() -> Any:
     _admin("setting a limit")
     f = request.form
@@ -64,7 +64,7 @@ def limit_set() -> Any:
 
 
 @bp.post("/limits/remove")
-@require_role("operator")
+@require_role("admin")  # on every queue, too: _admin()
 def limit_remove() -> Any:
     _admin("removing a limit")
     pattern = request.form.get("pattern", "")

@@ -11,13 +11,12 @@ from asynqpy.errors import RedisUnavailableError
 from inspector import bounds
 from inspector.models import QueueInfo
 from inspector.samples import TOTAL, SizeSample
-from webui import access, charts, inspector, snapshot
+from webui import access, charts, health_inspector, inspector, params, snapshot
 from webui.auth import public, require_role
 from webui.pollcache import polled
 from webui.render import page
 
 bp = Blueprint("pages", __name__)
-bp.add_app_template_filter(bounds.clip, "clip")  # producer text: |clip in a list, |clip(FULL) on its page
 bp.add_app_template_filter(bounds.clipped, "clipped")
 bp.add_app_template_global(bounds.FULL, "FULL")
 CHART_DAYS = (7, 30, 90)
@@ -114,13 +113,13 @@ def servers() -> Any:
 @require_role("viewer")
 def scheduler() -> Any:
     entries = access.entries(inspector().scheduler_entries())
-    num = max(1, request.args.get("page", 1, type=int))
+    num = params.whole("page", 1, minimum=1)
     pages = max(1, -(-len(entries) // ENTRIES_PAGE))
     shown = entries[(num - 1) * ENTRIES_PAGE:num * ENTRIES_PAGE]
     entry = request.args.get("entry")
     if entry and access.hides_some() and entry not in {e.id for e in entries}:
         entry = None  # an entry of a hidden queue: its history is not shown either
-    hnum = max(1, request.args.get("hpage", 1, type=int))
+    hnum = params.whole("hpage", 1, minimum=1)
     history = inspector().scheduler_history(entry, page=hnum, size=HISTORY_PAGE) if entry else []
     kept = inspector().scheduler_history_size(entry) if entry else 0
     statuses = {st.entry.id: st for st in inspector().cron_statuses(shown)}  # pause, plain words, last task
@@ -146,9 +145,9 @@ def favicon() -> Any:
 
 @bp.get("/healthz")
 def healthz() -> Any:
-    """200 when Redis answers, 503 with the reason when not; no login."""
+    """200 when Redis answers, 503 with the reason when not (within ASYNQPY_HEALTH_TIMEOUT); no login."""
     try:
-        inspector().queues()
+        health_inspector().queues()
     except RedisUnavailableError as exc:
         return {"status": "unavailable", "reason": str(exc)}, 503
     return {"status": "ok", "time": datetime.now(UTC).isoformat(timespec="seconds")}, 200

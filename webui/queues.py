@@ -13,7 +13,7 @@ from asynqpy.tracing import trace_id
 from inspector import display
 from inspector.jobs import Job
 from inspector.models import ActiveWorker, QueueInfo, SearchResult, ServerInfo, TaskPage
-from webui import access, inspector, queuenames, snapshot, trace_link
+from webui import access, inspector, params, queuenames, snapshot, trace_link
 from webui.auth import require_role
 from webui.pollcache import polled
 from webui.render import STATES, page
@@ -29,13 +29,11 @@ def default_state(info: QueueInfo) -> str:
 
 
 def paging() -> tuple[int, int]:
-    """?page= and ?size=, bounded. Raises ValueError for a page below 1."""
+    """?page= (1 or more) and ?size= (1 to ASYNQPY_MAX_PAGE_SIZE). Raises ValueError (a 400) for anything else."""
     cfg = current_app.config
-    num = request.args.get("page", 1, type=int)
-    size = request.args.get("size", cfg["ASYNQPY_PAGE_SIZE"], type=int) or cfg["ASYNQPY_PAGE_SIZE"]
-    if num < 1:
-        raise ValueError("page must be 1 or more")
-    return num, max(1, min(size, cfg["ASYNQPY_MAX_PAGE_SIZE"]))
+    num = params.whole("page", 1, minimum=1)
+    size = params.whole("size", cfg["ASYNQPY_PAGE_SIZE"], minimum=1, maximum=cfg["ASYNQPY_MAX_PAGE_SIZE"])
+    return num, size
 
 
 def search_args() -> dict[str, str]:
@@ -57,9 +55,9 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     flt = search_args()
     result: TaskPage | SearchResult | None = None
     if flt:
-        cursor = request.args.get("cursor", 0, type=int) or 0
+        cursor = params.whole("cursor", 0)
         result = inspector().search(queue, state, type=flt.get("type"), id_prefix=flt.get("id_prefix"),
-                                    text=flt.get("text"), error=flt.get("error"), limit=size, cursor=max(0, cursor),
+                                    text=flt.get("text"), error=flt.get("error"), limit=size, cursor=cursor,
                                     group=group)
         result = access.search(result, flt.get("text"))  # masked; a match only in a hidden value is dropped
         tasks = result.tasks
@@ -118,7 +116,7 @@ def queue_state(queue: str, state: str) -> Any:
     return state_view(queue, state)
 
 
-@bp.get("/queues/<queue:queue>/tasks/<task_id>")
+@bp.get("/queues/<queue:queue>/tasks/<taskid:task_id>")
 @require_role("viewer")
 def task_page(queue: str, task_id: str, *, message: str = "", kind: str = "ok") -> Any:
     insp = inspector()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from flask import Flask, current_app, render_template, request
 from markupsafe import Markup
 
 from asynqpy.errors import RedisCommandError, RedisUnavailableError
+from asynqpy.terminal import printable
 from inspector import bounds
 from inspector.display import span
 from inspector.textout import size as human_size
@@ -35,6 +37,8 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
     if status == 404:
         title = "Not found"
         text = str(exc) if not hasattr(exc, "description") else "There is nothing at this address."
+        if getattr(exc, "description", None) not in (None, getattr(type(exc), "description", None)):
+            text = str(exc.description)  # type: ignore[attr-defined]  # abort(404, description=...)
     elif status == 405:
         title, text = "Method not allowed", "This address does not take that kind of request."
     elif down:
@@ -74,13 +78,25 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "0.0%"
 
 
+def name(text: object) -> str:
+    """Producer- or user-supplied text as shown: control characters and the Unicode bidi controls (U+202E and
+    the like, which would show "...rtl" as "...ltr") written as visible \\uXXXX escapes, as the CLI writes them
+    (asynqpy.terminal.printable). Every filter below that shows a name, type, id or text goes through it."""
+    return printable(text if isinstance(text, str) else "" if text is None else str(text))
+
+
+def clip(text: object, limit: int = bounds.CELL) -> str:
+    """bounds.clip, shown through name(): |clip in a list, |clip(FULL) on its page."""
+    return name(bounds.clip(text, limit))
+
+
 def short(text: object) -> Markup:
     """A queue name or task type for a list: cut to bounds.NAME characters, with the name (up to a list
     cell's bounds.CELL) on hover when cut; never wrapped mid-word (static/app.css: td.type, .name)."""
     full = text if isinstance(text, str) else "" if text is None else str(text)
     if not bounds.clipped(full, bounds.NAME):
-        return Markup("{0}").format(full)
-    return Markup('<span class="name cut" title="{0}">{1}</span>').format(bounds.clip(full), bounds.name(full))
+        return Markup("{0}").format(name(full))
+    return Markup('<span class="name cut" title="{0}">{1}</span>').format(clip(full), name(bounds.name(full)))
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -88,7 +104,17 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n} {noun if n == 1 else nouns or noun + 's'}"
 
 
+def here(query: bool = True) -> str:
+    """This request's address for a live refresh to ask again: the prefix, the path percent-encoded as the
+    browser sent it (request.path is decoded: a '%', '#' or bidi control in a queue name must not go back raw)
+    and, with query, the query string."""
+    path = request.script_root + quote(request.path, safe="/~!$&'()*+,;=:@")
+    qs = request.query_string.decode("latin-1") if query else ""
+    return path + (f"?{qs}" if qs else "")
+
+
 def init_app(app: Flask) -> None:
     app.jinja_env.filters.update(when=when, ago=ago, span=span, size=human_size, percent=percent, plural=plural,
-                                 short=short)
-    app.jinja_env.globals.update(STATES=STATES, poll_seconds=lambda: current_app.config["ASYNQPY_POLL_SECONDS"])
+                                 short=short, clip=clip, name=name)
+    app.jinja_env.globals.update(STATES=STATES, here=here,
+                                 poll_seconds=lambda: current_app.config["ASYNQPY_POLL_SECONDS"])

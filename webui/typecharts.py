@@ -22,6 +22,19 @@ def bucket_labels() -> list[str]:
     return [f"≤{_bound(b)}" for b in BUCKETS] + [f">{_bound(BUCKETS[-1])}"]
 
 
+MARK_CHARS = 30  # a mark's label on a chart (the whole label is its <title>)
+CHAR_W = 6.0  # about one character of the 10 px label font, in viewBox units
+
+
+def _mark_label(label: str, x: float, right: float, y: float) -> str:
+    """A mark's label beside its line, inside the plot: right of the line, or left of it (anchored at its end)
+    when it would run past the plot's right edge (it was clipped: "evil-mar")."""
+    shown = label if len(label) <= MARK_CHARS else label[:MARK_CHARS - 1] + "\u2026"
+    if x + 2 + CHAR_W * len(shown) <= right:
+        return f'<text class="mark-label" x="{x + 2:.1f}" y="{y:.1f}">{escape(shown)}</text>'
+    return f'<text class="mark-label" x="{x - 2:.1f}" y="{y:.1f}" text-anchor="end">{escape(shown)}</text>'
+
+
 def _mark_lines(marks: Sequence[Mark], t0: float, t1: float, x0: float, w: float, top: float, bottom: float,
                 *, labels: bool) -> str:
     out = []
@@ -29,7 +42,7 @@ def _mark_lines(marks: Sequence[Mark], t0: float, t1: float, x0: float, w: float
         if not t0 <= m.at <= t1:
             continue
         x = x0 + w * (m.at - t0) / max(1e-9, t1 - t0)
-        text = f'<text class="mark-label" x="{x + 2:.1f}" y="{top + 9:.1f}">{escape(m.label)}</text>' if labels else ""
+        text = _mark_label(m.label, x, x0 + w, top + 9) if labels else ""
         out.append(f'<g class="mark"><title>{escape(m.label)}</title><line x1="{x:.1f}" y1="{top:.1f}" '
                    f'x2="{x:.1f}" y2="{bottom:.1f}"/>{text}</g>')
     return "".join(out)

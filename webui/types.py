@@ -20,6 +20,8 @@ from webui.queuenames import QueueConverter
 from webui.render import page
 
 bp = Blueprint("types", __name__)
+NOT_RECORDED = ("No task of this type ran in the last 72 hours (asynqpy workers record each type's runs; Go asynq "
+                "workers record none): the task types page lists those that did.")
 
 
 class TypeNameConverter(QueueConverter):
@@ -75,8 +77,8 @@ def type_page(task_type: str) -> Any:
     window = _window()
     insp = inspector()
     visible = access.queue_filter()
-    if visible is not None and task_type not in insp.task_types("72h", queues=visible):
-        abort(404)  # recorded only in queues hidden from this user, or never: the same answer
+    if task_type not in insp.task_types("72h", queues=visible):  # never, or only in queues hidden from this user
+        abort(404, description=NOT_RECORDED)  # the same answer for both
     st = insp.one_type_stats(task_type, window, queues=visible)
     marks = insp.marks(insp.now() - WINDOWS[window])
     label = f"{task_type}: runs per {'minute' if st.step == 60 else 'hour'}, last {window}"

@@ -56,6 +56,7 @@ def app_on(redis_url: str, users_path: Path, **config: Any) -> Iterator[Flask]:
         yield a
     finally:
         a.extensions["asynqpy.inspector"].close()
+        a.extensions["asynqpy.health"].close()
 
 
 @pytest.fixture

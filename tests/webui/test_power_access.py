@@ -134,7 +134,7 @@ def test_types_pages_show_only_what_visible_queues_ran(live: str, recorded: None
                                                 "mail:send": (4, 0), "legacy:type": (2, 0)}
     full = bill.open("/types/payment:charge")
     assert "by earlier asynqpy workers, which recorded no queue" in full.text and "hr:pay" in full.text
-    assert bill.open("/types/never:seen").status == 200  # nothing hidden from bill: zeros, said so
+    assert bill.open("/types/never:seen").status == 404  # nothing hidden from bill: a 404 all the same
 
 
 def test_deploy_marks_follow_the_overall_role(live: str, r: redis.Redis) -> None:

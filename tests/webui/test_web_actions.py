@@ -90,8 +90,9 @@ def test_all_in_state_is_for_admins(as_role: Any, state: dict[str, Any], redis_u
     assert resp.status_code == 403 and _count(redis_url, "mail", "archived") == 3
     assert _post(c, "/queues/mail/delete").status_code == 403
     refused = {x.action: x for x in RefusedLog(r).list()}
-    assert refused["tasks.run_all"].detail == "all archived tasks: this needs the admin role"
+    assert refused["tasks.run_all"].detail == "this needs the admin role; otto is operator"
     assert refused["queue.delete"].queue == "mail" and refused["queue.delete"].user == "otto"
+    assert refused["queue.delete"].detail == "this needs the admin role; otto is operator"
     c.post("/logout", data={"csrf_token": token(c)})
     c = as_role("admin")
     html = _post(c, "/queues/mail/archived/run", {"all": "1"}).get_data(as_text=True)
@@ -182,3 +183,43 @@ def test_deleting_from_the_task_page_goes_back_to_its_tab(as_role: Any, state: d
     assert resp.status_code == 204 and resp.headers["HX-Redirect"] == "/queues/mail/archived"
     html = c.get("/queues/mail/archived").get_data(as_text=True)
     assert f"task {tid} deleted" in html and f'data-task-id="{tid}"' not in html
+
+
+def test_a_viewers_refusal_names_the_role_the_action_needs(as_role: Any, state: dict[str, Any],
+                                                           r: redis.Redis) -> None:
+    """Deleting a queue, acting on every task of a state and setting a limit need admin: a viewer's refusal said
+    "operator"."""
+    c = as_role("viewer")
+    for path, form in (("/queues/mail/delete", {}), ("/queues/mail/archived/delete", {"all": "1"}),
+                       ("/queues/mail/pause", {}), ("/queues/mail/archived/delete", {"ids": state["archived"][:1]}),
+                       ("/limits", {"pattern": "email:*", "concurrency": "1"})):
+        resp = _post(c, path, form)
+        assert resp.status_code == 403, path
+    refused = {x.action: x.detail for x in RefusedLog(r).list()}
+    assert refused == {"queue.delete": "this needs the admin role; vera is viewer",
+                       "tasks.delete_all": "this needs the admin role; vera is viewer",
+                       "queue.pause": "this needs the operator role; vera is viewer",
+                       "tasks.delete": "this needs the operator role; vera is viewer",
+                       "limits.limit_set": "this needs the admin role; vera is viewer"}
+    assert "needs the admin role" in _post(c, "/queues/mail/delete").get_data(as_text=True)
+
+
+def test_an_action_on_a_task_that_vanished_stays_on_the_task_page_or_redirects(as_role: Any, state: dict[str, Any],
+                                                                                r: redis.Redis) -> None:
+    """The task page's Archive and Replay were plain posts landing on a 404 page at .../archive (a reload posted
+    again); now every button posts through htmx like Delete (the message in place), and without htmx the post
+    redirects to the queue with the message."""
+    c = as_role("operator")
+    tid = state["retry"][0]
+    html = c.get(f"/queues/mail/tasks/{tid}").get_data(as_text=True)
+    for action in ("run", "archive", "delete"):
+        assert f'hx-post="/queues/mail/tasks/{tid}/{action}"' in html, action
+    r.delete(f"asynq:{{mail}}:t:{tid}")
+    r.zrem("asynq:{mail}:retry", tid)
+    inline = _post(c, f"/queues/mail/tasks/{tid}/archive", {"back": "task"})
+    assert inline.status_code == 404 and inline.headers["HX-Retarget"] == "#messages"
+    plain = _post(c, f"/queues/mail/tasks/{tid}/run", {"back": "task"}, htmx=False)
+    assert plain.status_code == 303 and plain.headers["Location"] == "/queues/mail"
+    shown = c.get("/queues/mail").get_data(as_text=True)
+    assert "Replay failed:" in shown and tid in shown and 'class="message error"' in shown
+    assert [x.outcome for x in _records(r)[-2:]] == ["error", "error"]  # both attempts audited

@@ -4,6 +4,7 @@ escaping of hostile strings, bounded payloads, 404 pages, and a banner (never a 
 from __future__ import annotations
 
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def test_pagination_and_bounds(as_role: Any, state: dict[str, Any]) -> None:
     html = _html(c, "/queues/mail/archived?page=2&size=2")
     assert "page 2 of 2 (3 archived tasks)" in html
     assert html.count('name="ids"') == 0  # a viewer gets no checkboxes
-    assert "page 1 of 1" in _html(c, "/queues/mail/archived?size=100000")  # size is capped, not an error
+    assert "page 1 of 1" in _html(c, "/queues/mail/archived?size=200")  # the largest size taken
     _html(c, "/queues/mail/archived?page=0", status=400)
     assert "past the end" in _html(c, "/queues/mail/archived?page=9")
 
@@ -113,6 +114,22 @@ def test_errors_page_groups_recent_failures(as_role: Any, state: dict[str, Any])
     row = next(r for r in html.split("<tr>") if "timeout talking to smtp" in r)
     assert re.search(r'<td class="num">2</td><td class="num">2</td><td class="num">0</td>', row)
     assert "No failures" in _html(c, "/errors?queue=low")
+
+
+def test_tasks_archived_by_hand_are_no_errors(as_role: Any, state: dict[str, Any], redis_url: str) -> None:
+    """/errors listed a task an operator archived as "(no error message)", first and last seen "-"."""
+    from inspector import Inspector
+
+    with Inspector(redis_url) as insp:
+        insp.archive_task("mail", state["pending"])
+        insp.archive_task("low", insp.list_tasks("low", "pending").tasks[0].id)
+        assert insp.get_task("mail", state["pending"]).state.value == "archived"
+    c = as_role("viewer")
+    html = _html(c, "/errors")
+    assert "(no error message)" not in html and state["pending"][:8] not in html
+    assert "timeout talking to smtp" in html  # the real failures stay
+    low = _html(c, "/errors?queue=low")
+    assert "No failures" in low and "tasks archived by hand are not errors" in low
 
 
 def test_servers_scheduler_redis_and_charts(as_role: Any, state: dict[str, Any]) -> None:
@@ -273,3 +290,22 @@ def test_pages_use_the_shared_snapshot_when_the_inspector_has_it(as_role: Any, s
         assert len(calls) == 2
     finally:
         del insp.queue_snapshot
+
+
+def test_every_malformed_or_out_of_range_paging_parameter_is_a_400_that_says_why(as_role: Any,
+                                                                                  state: dict[str, Any]) -> None:
+    """One rule for ?page=, ?size=, ?cursor= and the scheduler's ?page=/?hpage=: page=abc used to show page 1,
+    size=-1 and size=0 the default size, size=1000000 200 rows, all silently."""
+    c = as_role("viewer")
+    for query, says in (("page=abc", "page must be a whole number 1 or more, not 'abc'"),
+                        ("page=-5", "page must be a whole number 1 or more, not -5"),
+                        ("page=1.5", "page must be a whole number 1 or more, not '1.5'"),
+                        ("size=-1", "size must be a whole number from 1 to 200, not -1"),
+                        ("size=0", "size must be a whole number from 1 to 200, not 0"),
+                        ("size=1000000", "size must be a whole number from 1 to 200, not 1000000"),
+                        ("size=x", "size must be a whole number from 1 to 200, not 'x'"),
+                        ("type=email&cursor=-3", "cursor must be a whole number 0 or more, not -3")):
+        assert says in unescape(_html(c, f"/queues/mail/archived?{query}", status=400)), query
+    for query in ("page=abc", "hpage=0"):
+        assert "must be a whole number 1 or more" in _html(c, f"/scheduler?{query}", status=400), query
+    assert "page 1 of 2" in _html(c, "/queues/mail/archived?page=&size=2")  # blank: the default

@@ -75,7 +75,7 @@ def test_types_table_one_type_and_marks(live: str, r: redis.Redis, redis_url: st
     one = viewer.open("/types/odd~2Ftype~7Ename?window=24h")
     assert one.status == 200 and "odd/type~name" in one.text and "Run-time histogram" in one.text
     assert viewer.open("/types?window=5m").status == 404
-    assert viewer.open("/types/never-seen").status == 200  # an unknown type: zeros, said so
+    assert viewer.open("/types/never-seen").status == 404  # an unknown type, as README says
     assert _post(viewer, "/types/marks", label="v2").status == 403  # viewers do not add marks
     op = Browser(live)
     op.login("otto")
@@ -158,3 +158,15 @@ def test_browser_operator_pauses_a_cron_entry(live: str, browser: Any, r: redis.
     expect(page.locator(".cron-state")).to_have_text("running")
     assert not r.exists(keys.cron_paused("cron", eid))
     ctx.close()
+
+
+def test_a_type_never_recorded_is_a_404_that_says_so(live: str, r: redis.Redis) -> None:
+    """README: an unknown type answers 404, as one recorded only in hidden queues does (it was an all-zero 200)."""
+    _record(r, "email:send", 4, 0, 0.2, time.time())
+    viewer = Browser(live)
+    viewer.login("vera")
+    assert viewer.open("/types/email:send").status == 200
+    for path in ("/types/nosuch", "/types/nosuch?window=72h", "/types/email:sen"):
+        page = viewer.open(path)
+        assert page.status == 404, path
+        assert "No task of this type ran in the last 72 hours" in page.text
