@@ -63,6 +63,12 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None, receipt: Receipt) -
     outcome (changed, how far it scanned), whatever the scan finds now, so it is counted as it happened."""
     matched, size, memo = _judge(ctx, job, n, mask)
     changed, memo = _act(ctx, job.action, job.queue, matched, size, receipt, memo)
+    return finish(ctx, job, changed, memo)
+
+
+def finish(ctx: Ctx, job: Job, changed: int, memo: str) -> tuple[int, int]:
+    """After a step's action (changed tasks, the step's memo): write where the scan goes on. Returns (changed,
+    scanned), as step does."""
     scanned_text, _, reached = memo.partition(" ")
     scanned = int(scanned_text)
     if scanned:

@@ -23,7 +23,7 @@ from asynqpy.task import TaskState
 from inspector import actions, findjob
 from inspector.context import Ctx, check_queue_name, check_state, state_source, text
 from inspector.find import Mask
-from inspector.jobstep import Receipt, with_receipt
+from inspector.jobstep import Receipt, kept, with_receipt
 from inspector.scripts import script
 
 log = logging.getLogger("asynqpy.inspector")
@@ -221,6 +221,9 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
             return result
 
     job = patient(lambda: get(ctx, job_id))
+    if not job.finished:  # a runner of this job that was interrupted (Ctrl-C) may have left a chunk uncounted
+        patient(lambda: _recover(ctx, job))
+        job = patient(lambda: get(ctx, job_id))
     start = time.monotonic()
     while True:
         try:
@@ -271,6 +274,18 @@ def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[fl
     except Exception as exc:
         raise UncountedChunkError(str(exc)) from exc
     return counted
+
+
+def _recover(ctx: Ctx, job: Job) -> None:
+    """Count the chunk an earlier runner of the job applied and never counted (its receipt is numbered one past
+    the last counted), as that runner would have."""
+    receipt = Receipt.of(job.queue, job.id, job.seq + 1, JOB_TTL)
+    got = kept(ctx, receipt)
+    if got is None:
+        return
+    changed, taken = findjob.finish(ctx, job, got[0], got[2]) if job.query else got[:2]
+    left = job.total - job.done
+    _progress(ctx, job.id, taken if taken else left, changed, seq=receipt.seq, emptied=taken == 0)
 
 
 def _fail(ctx: Ctx, job_id: str, exc: Exception) -> None:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from asynqpy.rdb import keys
 from asynqpy.rdb.scripts import Call
+from inspector.context import Ctx, text
 
 T = TypeVar("T")
 
@@ -37,3 +38,12 @@ def with_receipt(call: Call[T], receipt: Receipt | None) -> Call[T]:
     if receipt is None:
         return call
     return Call(call.script, [*call.keys, receipt.key], [*call.args, receipt.seq, receipt.ttl], call.parse)
+
+
+def kept(ctx: Ctx, receipt: Receipt) -> tuple[int, int, str] | None:
+    """The reply kept for the receipt's chunk ((a, b, memo): what its script answered), or None when the chunk
+    was never applied. The reply of a numbered chunk never changes once kept, so reading it is safe."""
+    seq, a, b, memo = ctx.command("HMGET", receipt.key, "seq", "a", "b", "memo")
+    if seq is None or text(seq) != str(receipt.seq):
+        return None
+    return int(a), int(b), text(memo or b"")

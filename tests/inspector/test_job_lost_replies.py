@@ -5,6 +5,9 @@ says its counts are lower bounds."""
 
 from __future__ import annotations
 
+import io
+import sys
+import time
 from collections.abc import Callable
 
 import pytest
@@ -15,6 +18,7 @@ from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
 from asynqpy.rdb import keys
 from inspector import Inspector
+from inspector.progress import run_with_progress
 from tests.redisfaults import ReplyLost, fault_redis, fault_server, fault_url
 
 __all__ = ["fault_redis", "fault_server", "fault_url"]  # fixtures
@@ -49,7 +53,7 @@ def test_a_chunk_whose_reply_was_lost_is_counted_once(fault_server: EmbeddedServ
 def test_a_count_whose_reply_was_lost_is_counted_once(fault_server: EmbeddedServer, fault_url: str) -> None:
     _pending(fault_url, 40)
     # _progress takes the time for a heartbeat, then for the chunk's count: the 4th is the second chunk's count
-    with ReplyLost(fault_server, at="_progress", n=4, ran=lambda a: a.hget(_job_key(a), "done") == b"20") as lost, \
+    with ReplyLost(fault_server, at="_progress", n=4, ran=_counted(20)) as lost, \
             _inspector(fault_url, lost) as insp:
         final = insp.run_job(insp.start_job("delete", "mail", "pending", rate=100).id)
         assert lost.lost == 1
@@ -57,9 +61,11 @@ def test_a_count_whose_reply_was_lost_is_counted_once(fault_server: EmbeddedServ
         assert insp.queue_info("mail", memory=False).pending == 0 and final.seq == 4
 
 
-def _job_key(admin: redis.Redis) -> str:
-    (job_id,) = admin.zrange(keys.JOBS, 0, -1)
-    return keys.job(job_id.decode())
+def _counted(n: int) -> Callable[[redis.Redis], bool]:
+    def done(admin: redis.Redis) -> bool:  # the runner may have gone on since: at least n
+        (job_id,) = admin.zrange(keys.JOBS, 0, -1)
+        return int(admin.hget(keys.job(job_id.decode()), "done") or 0) >= n
+    return done
 
 
 def test_a_find_step_whose_reply_was_lost_is_counted_once(fault_server: EmbeddedServer, fault_url: str) -> None:
@@ -84,3 +90,29 @@ def test_numbered_chunks_on_a_cluster_too(redis_url: str, action: str) -> None:
         assert again is None or (again.status, again.changed) == ("done", 30)
         found = insp.run_job(insp.start_find_job("delete", "mail", "type:email").id)
         assert found.changed == (15 if action == "archive" else 0)
+
+
+class StopsAt:
+    """A clock that raises `error` the n-th time the function named `at` takes the time: the runner stops right
+    there, in the middle of a chunk (no fault of Redis)."""
+
+    def __init__(self, at: str, n: int, error: BaseException) -> None:
+        self.at, self.left, self.error = at, n, error
+
+    def __call__(self) -> float:
+        if self.left > 0 and sys._getframe(2).f_code.co_name == self.at:  # 1: Ctx.now, 2: its caller
+            self.left -= 1
+            if self.left == 0:
+                raise self.error
+        return time.time()
+
+
+def test_ctrl_c_between_a_chunk_and_its_count_then_cancel_counts_it(redis_url: str) -> None:
+    _pending(redis_url, 40)
+    # the 4th time _progress takes the time is the second chunk's count: Ctrl-C there (the chunk has run)
+    with Inspector(redis_url, clock=StopsAt("_progress", 4, KeyboardInterrupt())) as insp:
+        final = run_with_progress(insp, "archive", "mail", "pending", rate=100, out=io.StringIO())
+    assert (final.status, final.changed, final.uncounted) == ("canceled", 20, False)  # the CLI cancels, runs again
+    with Inspector(redis_url) as insp:
+        assert insp.queue_info("mail", memory=False).archived == 20
+
