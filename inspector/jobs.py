@@ -82,6 +82,11 @@ class Job:
         return not self.finished and now - self.updated_at > STALLED_AFTER
 
     @property
+    def changed_text(self) -> str:
+        """changed for people: "1480", or "at least 1480" when it is a lower bound (uncounted)."""
+        return f"at least {self.changed}" if self.uncounted else str(self.changed)
+
+    @property
     def percent(self) -> int:
         return 100 if self.total <= 0 else min(100, int(self.done * 100 / self.total))
 

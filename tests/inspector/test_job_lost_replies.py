@@ -5,6 +5,7 @@ says its counts are lower bounds."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import sys
 import time
@@ -17,7 +18,7 @@ from asynqpy import Client, Task
 from asynqpy.connection import connect
 from asynqpy.embedded import EmbeddedServer
 from asynqpy.rdb import keys
-from inspector import Inspector
+from inspector import Inspector, views
 from inspector.progress import run_with_progress
 from tests.redisfaults import ReplyLost, fault_redis, fault_server, fault_url
 
@@ -116,3 +117,16 @@ def test_ctrl_c_between_a_chunk_and_its_count_then_cancel_counts_it(redis_url: s
     with Inspector(redis_url) as insp:
         assert insp.queue_info("mail", memory=False).archived == 20
 
+
+def test_a_job_failing_with_a_chunk_uncounted_says_at_least(redis_url: str) -> None:
+    _pending(redis_url, 40)
+    args = argparse.Namespace(queue="mail", task_ids=[], state="pending", group=None, rate=100, yes=True)
+    # an error other than Redis being unreachable between the second chunk and its count: the job fails
+    with Inspector(redis_url, clock=StopsAt("_progress", 4, RuntimeError("the count could not be sent"))) as insp:
+        out = views._on_all(insp, args, "archive")
+    assert not out.ok and out.text.startswith("at least 10 pending tasks archived") and "failed" in out.text
+    with Inspector(redis_url) as insp:
+        (job,) = insp.jobs()
+        assert (job.status, job.changed, job.uncounted) == ("failed", 10, True)
+        assert job.error == "the count could not be sent"
+        assert insp.queue_info("mail", memory=False).archived == 20  # two chunks ran: 10 is a lower bound
