@@ -106,6 +106,7 @@ def _act(insp: Inspector, args: argparse.Namespace) -> Out:
     if tty:
         stream.write("\n")
     return Out({"queue": args.queue, "query": args.query, "action": args.action, "count": final.changed,
-                "scanned": final.done, "job": final.id, "status": final.status},
-               f"{final.changed} tasks {PAST[args.action]} (job {final.id} {final.status}; {final.done} scanned)",
+                "at_least": final.uncounted, "scanned": final.done, "job": final.id, "status": final.status},
+               f"{final.changed_text} tasks {PAST[args.action]} (job {final.id} {final.status}; {final.done} "
+               "scanned)",
                ok=final.status == "done")

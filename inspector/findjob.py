@@ -1,13 +1,14 @@
 """Find jobs: replay, archive or delete every task that matches a query, as a background job of inspector.jobs
 (same record, progress, rate, cancel). Each step judges a few bounded windows from the job's cursor and acts on
-their matches with one script (inspector/lua/find_act.lua) that skips a task changed since it was judged.
+their matches with one script (inspector/lua/find_act.lua) that skips a task changed since it was judged, and
+keeps the step's receipt (inspector.jobstep), so a step sent again after a lost reply is counted as it happened.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.rdb import keys
@@ -16,7 +17,8 @@ from asynqpy.rdb.scripts import Call
 from asynqpy.task import TaskState
 from inspector import find
 from inspector import query as ql
-from inspector.context import Ctx, check_queue_name
+from inspector.context import Ctx, check_queue_name, text
+from inspector.jobstep import Receipt
 from inspector.scripts import script
 
 if TYPE_CHECKING:
@@ -52,9 +54,31 @@ def create(ctx: Ctx, action: str, q: str, query_text: str, *, rate: float = 0.0,
                             "query": query.text, "cursor": ""})
 
 
-def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
-    """Judge up to GATHER windows from the job's cursor and act on up to n of their matches (one action call).
-    Returns (changed, scanned); scanned 0 means the scan reached its end. The new cursor is written to the job."""
+def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None, receipt: Receipt) -> tuple[int, int]:
+    """Judge up to GATHER windows from the job's cursor and act on up to n of their matches (one action call, the
+    job's numbered chunk). Returns (changed, scanned); scanned 0 means the scan reached its end. The new cursor is
+    written to the job.
+
+    A step sent again after its action's reply was lost (same receipt number) is answered with the first step's
+    outcome (changed, how far it scanned), whatever the scan finds now, so it is counted as it happened."""
+    matched, size, memo = _judge(ctx, job, n, mask)
+    changed, memo = _act(ctx, job.action, job.queue, matched, size, receipt, memo)
+    return finish(ctx, job, changed, memo)
+
+
+def finish(ctx: Ctx, job: Job, changed: int, memo: str) -> tuple[int, int]:
+    """After a step's action (changed tasks, the step's memo): write where the scan goes on. Returns (changed,
+    scanned), as step does."""
+    scanned_text, _, reached = memo.partition(" ")
+    scanned = int(scanned_text)
+    if scanned:
+        ctx.run(Call(script("find_cursor"), [keys.job(job.id)], [_after(job.action, reached, changed)], int))
+    return changed, scanned
+
+
+def _judge(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[list[find.Match], int, str]:
+    """Up to n matches from the job's cursor on, the size of the source they are in, and the memo of the step:
+    "<scanned> <cursor scanned up to>" ("0 " when the scan has reached its end)."""
     q = job.queue
     query = ql.parse(job.query)
     srcs = find.sources(ctx, q, query)
@@ -62,7 +86,7 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     while idx < len(srcs) and srcs[idx].size <= pos:  # an emptied source: on to the next
         idx, pos = idx + 1, 0
     if idx >= len(srcs):
-        return 0, 0
+        return [], 0, "0 "
     src = srcs[idx]
     rows = query.needs_record()
     window = min(WINDOW, find.ROWS_WINDOW) if rows else WINDOW
@@ -77,12 +101,17 @@ def step(ctx: Ctx, job: Job, n: int, mask: find.Mask | None) -> tuple[int, int]:
     if len(matched) > n:  # more than the rate allows now: stop after the n-th, the rest is judged again
         matched = matched[:n]
         end = matched[-1].offset + 1
-    changed = _act(ctx, job.action, q, src, matched)
-    removed = changed if _leaves_source(job.action, src.state) else 0
-    # the tasks acted on leave the source before the cursor: the ones after it move up by as many
-    ctx.run(Call(script("find_cursor"), [keys.job(job.id)], [find.make_cursor(src, end - removed)], int))
     scanned = max(1, end - pos)  # 0 would say the scan has ended
-    return changed, scanned
+    return matched, src.size, f"{scanned} {find.make_cursor(src, end)}"
+
+
+def _after(action: str, reached: str, changed: int) -> str:
+    """Where the scan goes on: the tasks acted on left the source before the cursor reached, so the ones after it
+    moved up by as many."""
+    state, pos, group = find.parse_cursor(reached)
+    if _leaves_source(action, TaskState(state)):
+        pos -= changed
+    return f"{state}:{pos}" + (f":{group}" if group else "")
 
 
 def _leaves_source(action: str, state: TaskState) -> bool:
@@ -91,15 +120,19 @@ def _leaves_source(action: str, state: TaskState) -> bool:
                                                                           and state is TaskState.ARCHIVED)
 
 
-def _act(ctx: Ctx, action: str, q: str, src: find.Source, matched: Sequence[find.Match]) -> int:
-    """Apply action to the matches (one script call; a pending list is walked once, from its nearer end)."""
-    if not matched:
-        return 0
-    near_tail = matched[-1].offset < src.size / 2
+def _act(ctx: Ctx, action: str, q: str, matched: Sequence[find.Match], size: int, receipt: Receipt,
+         memo: str) -> tuple[int, str]:
+    """Apply action to the matches (one script call, made even with none: a step sent again finds the first one's
+    outcome in the receipt). Returns (changed, memo): the first sending's memo when this is one sent again."""
+    near_tail = not matched or matched[-1].offset < size / 2
     pairs = [x for m in matched for x in (m.id, m.digest)]
     hints = [-(m.offset + 1) for m in matched]  # the pending list's index of each, from the tail
     now = ctx.now()
-    return ctx.run(Call(script("find_act"), [keys.pending(q), keys.archived(q), keys.exact_due(q)],
+    return ctx.run(Call(script("find_act"), [keys.pending(q), keys.archived(q), keys.exact_due(q), receipt.key],
                         [action, keys.queue_prefix(q), int(now * 1e9), int(now), int(now) - ARCHIVE_MAX_AGE,
                          ARCHIVE_MAX_SIZE, TOMBSTONE + secrets.token_hex(8), "tail" if near_tail else "head",
-                         *pairs, *hints], lambda raw: int(raw[0])))
+                         receipt.seq, receipt.ttl, memo, *pairs, *hints], _changed_and_memo))
+
+
+def _changed_and_memo(raw: Sequence[Any]) -> tuple[int, str]:
+    return int(raw[0]), text(raw[2])

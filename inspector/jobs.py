@@ -8,7 +8,6 @@ status is one script (inspector/lua/job_*.lua), so a cancel and the job's own en
 
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
 import time
@@ -24,6 +23,7 @@ from asynqpy.task import TaskState
 from inspector import actions, findjob
 from inspector.context import Ctx, check_queue_name, check_state, state_source, text
 from inspector.find import Mask
+from inspector.jobstep import Receipt, kept, with_receipt
 from inspector.scripts import script
 
 log = logging.getLogger("asynqpy.inspector")
@@ -49,7 +49,9 @@ class Job:
     total is the state's size when the job started (the job stops after that many, so producers cannot keep it
     going); done counts tasks taken so far, changed those actually moved; rate is tasks per second (0: as fast
     as bounded chunks go). updated_at is the last progress (Unix seconds): a running job whose process died
-    stops moving.
+    stops moving. seq is how many chunks were counted (inspector.jobstep); uncounted says a chunk may have been
+    applied and not counted (the job failed while one was unanswered, or was canceled as stalled), so done and
+    changed are then lower bounds.
     """
 
     id: str
@@ -68,6 +70,8 @@ class Job:
     updated_at: float
     query: str = ""  # a find job (inspector.findjob): the query whose matches it acts on; total is then the
     cursor: str = ""  # tasks to scan, done those scanned, cursor where the scan goes on
+    seq: int = 0
+    uncounted: bool = False
 
     @property
     def finished(self) -> bool:
@@ -76,6 +80,11 @@ class Job:
     def stalled(self, now: float) -> bool:
         """Running, but without progress for STALLED_AFTER seconds: the process that ran it has gone."""
         return not self.finished and now - self.updated_at > STALLED_AFTER
+
+    @property
+    def changed_text(self) -> str:
+        """changed for people: "1480", or "at least 1480" when it is a lower bound (uncounted)."""
+        return f"at least {self.changed}" if self.uncounted else str(self.changed)
 
     @property
     def percent(self) -> int:
@@ -89,7 +98,8 @@ def _parse(job_id: str, h: Any) -> Job:
                total=int(g.get("total", 0)), done=int(g.get("done", 0)), changed=int(g.get("changed", 0)),
                rate=float(g.get("rate", 0)), status=g.get("status", "failed"), user=g.get("user", ""),
                error=g.get("error", ""), started_at=float(g.get("started_at", 0)),
-               updated_at=float(g.get("updated_at", 0)), query=g.get("query", ""), cursor=g.get("cursor", ""))
+               updated_at=float(g.get("updated_at", 0)), query=g.get("query", ""), cursor=g.get("cursor", ""),
+               seq=int(g.get("seq", 0)), uncounted=g.get("uncounted") == "1")
 
 
 def create(ctx: Ctx, action: str, q: str, state: TaskState | str, *, rate: float = 0.0, group: str = "",
@@ -155,20 +165,25 @@ def cancel(ctx: Ctx, job_id: str) -> Job:
     return get(ctx, job_id)
 
 
-def step(ctx: Ctx, job: Job, n: int, mask: Mask | None = None) -> tuple[int, int]:
-    """Apply the job's action to up to n tasks (one script call). Returns (changed, taken)."""
+def step(ctx: Ctx, job: Job, n: int, mask: Mask | None = None, receipt: Receipt | None = None) -> tuple[int, int]:
+    """Apply the job's action to up to n tasks (one script call), as the numbered chunk of receipt (by default
+    the one after the last counted). Returns (changed, taken); a chunk sent again answers the first reply."""
+    receipt = receipt or Receipt.of(job.queue, job.id, job.seq + 1, JOB_TTL)
     if job.query:
-        return findjob.step(ctx, job, n, mask)
+        return findjob.step(ctx, job, n, mask, receipt)
     key, kind = state_source(job.queue, job.state, job.group or None)
     action = {a.name: a for a in (actions.RUN, actions.ARCHIVE, actions.DELETE)}[job.action]
-    changed, taken = ctx.run(action.on_chunk(job.queue, actions.Source(key, kind, job.group), n, ctx.now()))
+    call = action.on_chunk(job.queue, actions.Source(key, kind, job.group), n, ctx.now())
+    changed, taken = ctx.run(with_receipt(call, receipt))
     return changed, taken
 
 
-def _progress(ctx: Ctx, job_id: str, taken: int = 0, changed: int = 0, *, emptied: bool = False) -> str:
-    """Record a chunk's progress (none: a heartbeat and a look for a cancel); the job's status after it."""
+def _progress(ctx: Ctx, job_id: str, taken: int = 0, changed: int = 0, *, seq: int = 0,
+              emptied: bool = False) -> str:
+    """Count chunk seq's progress (seq 0: a heartbeat and a look for a cancel; a chunk counted already counts
+    nothing); the job's status after it."""
     status = ctx.run(Call(script("job_progress"), [keys.job(job_id)], [taken, changed, ctx.now(),
-                                                                       "1" if emptied else "0"], _status))
+                                                                       "1" if emptied else "0", seq], _status))
     if status is None:
         raise _missing(job_id)
     return status
@@ -176,6 +191,11 @@ def _progress(ctx: Ctx, job_id: str, taken: int = 0, changed: int = 0, *, emptie
 
 def _status(raw: Any) -> str | None:
     return None if raw is None else text(raw)
+
+
+class UncountedChunkError(AsynqError):
+    """A job's chunk was sent and then an error other than Redis being unreachable ended the job before the
+    chunk was counted: it may have been applied, so the job's counts are lower bounds."""
 
 
 def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Callable[[float], None] = time.sleep,
@@ -187,8 +207,10 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
 
     Each chunk is at most `chunk` tasks (and at most rate tasks, so a slow rate moves small chunks often).
     Transient Redis trouble pauses the job (logged once per kind, backing off) until Redis answers again; it
-    shows as stalled meanwhile, so it can be canceled. Any other error ends the job as failed, with the error
-    recorded; it is not raised (JobNotFoundError aside, when the job does not exist).
+    shows as stalled meanwhile, so it can be canceled. A call whose reply was lost is sent again as it was: a
+    chunk with its sequence number, so it is applied and counted once (inspector.jobstep). Any other error ends
+    the job as failed, with the error recorded (and its counts marked lower bounds when a chunk was unanswered);
+    it is not raised (JobNotFoundError aside, when the job does not exist).
     """
     trouble = TroubleLog(f"job {job_id}", logger=log)
 
@@ -204,10 +226,13 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
             return result
 
     job = patient(lambda: get(ctx, job_id))
+    if not job.finished:  # a runner of this job that was interrupted (Ctrl-C) may have left a chunk uncounted
+        patient(lambda: _recover(ctx, job))
+        job = patient(lambda: get(ctx, job_id))
     start = time.monotonic()
     while True:
         try:
-            status = patient(functools.partial(_run_chunk, ctx, job, chunk, start, sleep, mask))
+            status = _run_chunk(ctx, job, chunk, start, sleep, patient, mask)
             if status is not None and status != "running":
                 break
             job = patient(lambda: get(ctx, job_id))
@@ -226,10 +251,11 @@ def run(ctx: Ctx, job_id: str, *, chunk: int = actions.DEFAULT_CHUNK, sleep: Cal
 
 
 def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[float], None],
-               mask: Mask | None = None) -> str | None:
-    """One step of run: wait for the rate, apply one chunk, record it. Returns the job's status after it (not
-    "running": it has ended), or None when it only waited (a slow rate)."""
-    status = _progress(ctx, job.id)  # a heartbeat, and a look for a cancel
+               patient: Callable[[Callable[[], Any]], Any], mask: Mask | None = None) -> str | None:
+    """One step of run: wait for the rate, apply one chunk, count it, each call waiting out Redis trouble.
+    Returns the job's status after it (not "running": it has ended), or None when it only waited (a slow rate).
+    Raises UncountedChunkError when an error ends it between sending the chunk and counting it."""
+    status: str = patient(lambda: _progress(ctx, job.id))  # a heartbeat, and a look for a cancel
     if status != "running":
         return status
     left = job.total - job.done
@@ -242,12 +268,34 @@ def _run_chunk(ctx: Ctx, job: Job, chunk: int, start: float, sleep: Callable[[fl
             return None
         if wait > 0:
             sleep(wait)
-    changed, taken = step(ctx, job, n, mask)
-    return _progress(ctx, job.id, taken if taken else left, changed, emptied=taken == 0)
+    seq = job.seq + 1
+    receipt = Receipt.of(job.queue, job.id, seq, JOB_TTL)
+    try:
+        changed, taken = patient(lambda: step(ctx, job, n, mask, receipt))
+        counted: str = patient(lambda: _progress(ctx, job.id, taken if taken else left, changed, seq=seq,
+                                                 emptied=taken == 0))
+    except JobNotFoundError:
+        raise
+    except Exception as exc:
+        raise UncountedChunkError(str(exc)) from exc
+    return counted
+
+
+def _recover(ctx: Ctx, job: Job) -> None:
+    """Count the chunk an earlier runner of the job applied and never counted (its receipt is numbered one past
+    the last counted), as that runner would have."""
+    receipt = Receipt.of(job.queue, job.id, job.seq + 1, JOB_TTL)
+    got = kept(ctx, receipt)
+    if got is None:
+        return
+    changed, taken = findjob.finish(ctx, job, got[0], got[2]) if job.query else got[:2]
+    left = job.total - job.done
+    _progress(ctx, job.id, taken if taken else left, changed, seq=receipt.seq, emptied=taken == 0)
 
 
 def _fail(ctx: Ctx, job_id: str, exc: Exception) -> None:
+    uncounted = "1" if isinstance(exc, UncountedChunkError) else "0"
     try:
-        ctx.run(Call(script("job_fail"), [keys.job(job_id)], [str(exc)[:500], ctx.now()], int))
+        ctx.run(Call(script("job_fail"), [keys.job(job_id)], [str(exc)[:500], ctx.now(), uncounted], int))
     except AsynqError as again:  # Redis refuses this too: the job shows as stalled, and can be canceled
         log.warning("job %s: could not record its failure: %s", job_id, again)

@@ -17,7 +17,7 @@ BAR = 30
 def bar(job: Job) -> str:
     filled = BAR * job.percent // 100
     return (f"[{'#' * filled}{'.' * (BAR - filled)}] {job.done}/{job.total} {job.percent:3d}% "
-            f"{job.changed} changed ({job.status})")
+            f"{job.changed_text} changed ({job.status})")
 
 
 def run_with_progress(insp: Inspector, action: str, queue: str, state: TaskState | str, *, rate: float,

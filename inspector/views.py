@@ -301,8 +301,8 @@ def _on_all(insp: Inspector, args: argparse.Namespace, action: str) -> Out:
 
         job = run_with_progress(insp, action, args.queue, state, rate=args.rate, group=args.group or "")
         return Out({"queue": args.queue, "state": state.value, "action": action, "count": job.changed,
-                    "job": job.id, "status": job.status},
-                   f"{job.changed} {state.value} tasks {PAST[action]} (job {job.id} {job.status})",
+                    "at_least": job.uncounted, "job": job.id, "status": job.status},
+                   f"{job.changed_text} {state.value} tasks {PAST[action]} (job {job.id} {job.status})",
                    ok=job.status == "done")
     moved = getattr(insp, f"{action}_all")(args.queue, state, group=args.group)
     return Out({"queue": args.queue, "state": state.value, "action": action, "count": moved},

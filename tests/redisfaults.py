@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -136,6 +137,57 @@ def blpop_denied(r: redis.Redis, url: str) -> str:
                   commands=["+@all", "-blpop"])
     u = urlsplit(url)
     return urlunsplit(u._replace(netloc=f"worker:pw@{u.hostname}:{u.port}"))
+
+
+class ReplyLost:
+    """A clock for the Inspector (Inspector(clock=...)) that makes one script's reply get lost after it ran.
+
+    The n-th time the function named `at` takes the time (the runner takes it just before it sends that script),
+    the server is stopped (SIGSTOP): the script waits in the server's socket while the client's socket timeout
+    passes, and the client drops the connection. `thaw_after` seconds later the server goes on (SIGCONT) and runs
+    the script sent to a closed connection, whose reply nobody reads; `ran(admin connection)` must then hold
+    (lost counts the replies so lost). Give the client a socket timeout well below thaw_after; use a private
+    server."""
+
+    def __init__(self, server: EmbeddedServer, at: str, n: int, ran: Callable[[redis.Redis], bool], *,
+                 thaw_after: float = 1.0) -> None:
+        self.server, self.at, self.left, self.ran, self.thaw_after = server, at, n, ran, thaw_after
+        self.timer: threading.Timer | None = None
+        self.lost = 0
+
+    def __call__(self) -> float:
+        if self.left > 0 and sys._getframe(2).f_code.co_name == self.at:  # 1: Ctx.now, 2: its caller
+            self.left -= 1
+            if self.left == 0:
+                self._signal(signal.SIGSTOP)
+                self.timer = threading.Timer(self.thaw_after, self._thaw)
+                self.timer.start()
+        return time.time()
+
+    def __enter__(self) -> ReplyLost:
+        return self
+
+    def __exit__(self, *exc: object) -> None:  # never leave the server stopped (the fixtures' flush would hang)
+        if self.timer is not None:
+            self.timer.join()
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self.server.proc is not None
+        os.kill(self.server.proc.pid, sig)
+
+    def _thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+        admin = redis.Redis.from_url(self.server.url, socket_timeout=5)
+        try:
+            deadline = time.monotonic() + 5
+            while not self.ran(admin):
+                if time.monotonic() > deadline:
+                    return  # lost stays 0: the test fails on it
+                time.sleep(0.01)
+            self.lost += 1
+        finally:
+            admin.close()
 
 
 @pytest.fixture(scope="module")

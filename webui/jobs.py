@@ -37,7 +37,7 @@ def launch(job_id: str, *, mask: Mask | None = None) -> threading.Thread:
                     else f"{job.state.value} tasks"
                 audit.record(f"tasks.{job.action}_{'matching' if job.query else 'all'}", queue=job.queue,
                              count=job.changed, outcome=OUTCOME.get(job.status, "error"),
-                             detail=f"job {job.id} {job.status}: {job.changed} of {job.total} {what} changed"
+                             detail=f"job {job.id} {job.status}: {job.changed_text} of {job.total} {what} changed"
                                     + (f"; {job.error}" if job.error else ""))
             except Exception:  # the audit write must not kill the thread silently
                 log.exception("could not write the audit record of job %s", job_id)

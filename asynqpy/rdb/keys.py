@@ -312,6 +312,12 @@ def job(job_id: str) -> str:
     return f"asynqpy:{{jobs}}:job:{job_id}"
 
 
+def job_step(q: str, job_id: str) -> str:
+    """Our own: the receipt of a background job's last chunk on queue q (its sequence number and reply), in the
+    queue's slot so the chunk's own script writes it; a chunk sent again after a lost reply is answered from it."""
+    return f"asynqpy:{{{q}}}:jobstep:{job_id}"
+
+
 def web_session(digest: str) -> str:
     """Our own: a dashboard login session's hash, named by a digest of its id (never the cookie's id itself)."""
     return f"asynqpy:{{web}}:session:{digest}"

@@ -3,8 +3,13 @@
 -- KEYS[1] source list or sorted set   KEYS[2] groups set   KEYS[3] our exact due times asynqpy:{q}:due
 -- ARGV[1] task key prefix   ARGV[2] chunk size   ARGV[3] "list" or "zset"
 -- ARGV[4] group name when the source is a group, else ''
+-- a job's chunk also has KEYS[4] its receipt asynqpy:{q}:jobstep:<job id>, ARGV[5] its sequence number and
+-- ARGV[6] the receipt's TTL (s): sent again with the same number, it answers the first reply and deletes nothing
 -- returns {deleted, taken}
 -- #include _chunk.lua
+-- #include _receipt.lua
+local replayed = replay_receipt(KEYS[4], ARGV[5])
+if replayed then return replayed end
 local n = tonumber(ARGV[2])
 local ids = take_chunk(KEYS[1], n, ARGV[3], KEYS[3])
 local deleted = 0
@@ -15,4 +20,4 @@ for _, id in ipairs(ids) do
   deleted = deleted + redis.call("DEL", key)
 end
 if ARGV[4] ~= "" and redis.call("EXISTS", KEYS[1]) == 0 then redis.call("SREM", KEYS[2], ARGV[4]) end
-return {deleted, #ids}
+return keep_receipt(KEYS[4], ARGV[5], ARGV[6], {deleted, #ids})
