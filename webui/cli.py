@@ -85,7 +85,10 @@ def run_web(args: argparse.Namespace) -> int:
     from webui.proxy import wrap
 
     cfg = app_settings(args)
-    app = create_app(cfg)  # checks the settings (and Redis URL form) before gunicorn forks
+    try:
+        app = create_app(cfg)  # checks the settings (and Redis URL form) before gunicorn forks
+    except ValueError as exc:  # a bad setting from the environment or the config file (the flags are checked)
+        raise UsageError(f"dashboard settings: {exc}") from None
     _warn_without_users(app.config)
     wsgi = wrap(app, prefix=prefix, trusted=cfg.get("ASYNQPY_TRUSTED_PROXIES", ()))
     options = {"bind": args.bind, "workers": args.workers, "threads": args.threads, "worker_class": "gthread",

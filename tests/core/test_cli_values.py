@@ -73,3 +73,12 @@ def test_a_port_in_use_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]
         code = main(["exporter", "--bind", f"127.0.0.1:{port}", *NOWHERE])
     err = capsys.readouterr().err
     assert code == 1 and err == f"asynqpy: cannot listen on 127.0.0.1:{port}: address already in use\n", err
+
+
+def test_a_bad_dashboard_setting_from_the_environment_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASYNQPY_TRUSTED_PROXIES", "not-an-ip")  # (the flag is argparse's; the variable was not)
+    code = main(["web", "--bind", "127.0.0.1:1", *NOWHERE])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert err == "asynqpy: dashboard settings: trusted proxy 'not-an-ip' is not an IP address or network\n", err
