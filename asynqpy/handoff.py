@@ -58,6 +58,7 @@ class HandoffListener:
         self.lanes = [_Lane(self, g, direct=not is_cluster(self.conn)) for g in groups]
         self._lane_of = {q: lane for lane in self.lanes for q in lane.queues}
         self._stop = False
+        self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
         self._withdrawing: set[asyncio.Task[None]] = set()
         self.trouble = TroubleLog("handoff")
@@ -97,17 +98,32 @@ class HandoffListener:
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
         self._stop = True
+        try:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            for lane in self.lanes:
+                try:
+                    await lane.unregister()
+                except Exception as exc:
+                    log.warning("handoff: could not withdraw at stop (%s); it lapses in %.0f s", exc, REGISTRATION_TTL)
+                try:
+                    await lane.requeue_leftovers()
+                except Exception as exc:
+                    log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
+                                "their leases lapse", exc)
+        finally:  # also when the processor gives the stop up (Redis does not answer)
+            await self.close()
+
+    async def close(self) -> None:
+        """End the lanes at once (a pop in flight is dropped: what it took comes back by its lease) and close the
+        connections, without a word to Redis; stop() ends so, and the processor calls it when it gives stop() up."""
+        self._stop = True
+        for task in self._tasks:
+            task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._closed:
+            return
+        self._closed = True
         for lane in self.lanes:
-            try:
-                await lane.unregister()
-            except Exception as exc:
-                log.warning("handoff: could not withdraw at stop (%s); it lapses in %.0f s", exc, REGISTRATION_TTL)
-            try:
-                await lane.requeue_leftovers()
-            except Exception as exc:
-                log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
-                            "their leases lapse", exc)
             await lane.popper.aclose()
         await self.conn.aclose()
 

@@ -45,6 +45,13 @@ class Loop:
             await self._task
         await self.on_stop()
 
+    async def abort(self) -> None:
+        """End the loop now, its current pass cancelled, without its last pass (a shutdown gave up on Redis)."""
+        self._stop.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
     async def on_stop(self) -> None:
         """A last pass after the loop ended (e.g. a final flush); nothing by default."""
 
