@@ -24,6 +24,10 @@ class Subscriber(Loop):
         self.wake_workers = wake
         self.queues = {q.encode() for q in rt.config.queues}
 
+    async def stop(self) -> None:
+        """End at once: a pass only reads (cancelling it writes nothing), and would otherwise wait out its poll."""
+        await self.abort()
+
     async def run_once(self) -> float | None:
         async with Subscription(self.rt.aredis) as sub:
             await sub.subscribe(keys.CANCEL_CHANNEL, keys.WAKE_CHANNEL)
