@@ -205,6 +205,7 @@ class Processor:
             got: list[Dequeued] = []
             self._reserved += free
             self._fetched.clear()
+            failures = self.trouble.failures
             try:
                 got = await self._dequeue(free)
             except Exception as exc:  # transient trouble or a bug: either way fetching goes on, after a back-off
@@ -217,7 +218,8 @@ class Processor:
                 if not self._reserved:
                     self._fetched.set()
                 self._slot.set()  # the other lane may wait for the slots this one had reserved
-            self.trouble.ok()
+            if self.trouble.failures == failures:  # (a dequeue over several queues notes one's failure and goes on)
+                self.trouble.ok()
             if len(got) >= free and cfg.concurrency > 1:
                 self._busy.set()
             else:

@@ -11,19 +11,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from asynqpy import AsyncClient, Client, Task
+from asynqpy import AsyncClient, Client, ServeMux, Task
 from asynqpy.connection import SOCKET_TIMEOUT
 from asynqpy.embedded import EmbeddedServer
 from asynqpy.errors import RedisUnavailableError
 from asynqpy.rdb import keys
 from tests.core.apps import EVENTS
-from tests.helpers import wait_for
+from tests.helpers import running, wait_for
 from tests.redisfaults import fault_server, fault_url, frozen
 
 __all__ = ["fault_server", "fault_url"]  # the fixtures, imported for this module
@@ -90,3 +91,39 @@ def test_a_worker_stopped_while_redis_answers_nothing_cancels_its_handlers_at_sh
         assert state in (b"pending", b"active"), (tid, state)
     assert not any(e == "done" for e, _, _ in _events(events))
     r.close()
+
+
+def test_answers_again_is_said_once_redis_answers_with_how_long_it_did_not(
+        fault_server: EmbeddedServer, fault_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A success acknowledged while Redis answers nothing: the acker's write and the syncer's replays time out (after
+    # 1 s here). Neither says "answers again" after each failure (it said so, "for 0 s"); once Redis answers, each
+    # loop that met the trouble says so once, with its length.
+    freeze = threading.Event()
+    mux = ServeMux()
+
+    @mux.handler("quick")
+    async def quick(task) -> None:  # type: ignore[no-untyped-def]
+        while not freeze.is_set():
+            await asyncio.sleep(0.02)
+
+    tid = Client(fault_url).enqueue(Task("quick", b""), retention=3600).id
+    r = redis.Redis.from_url(fault_url)
+    with caplog.at_level("INFO", logger="asynqpy"), \
+            running(fault_url + "?socket_timeout=1", mux, heartbeat_interval=0.5, syncer_interval=0.5) as srv:
+        wait_for(lambda: r.hget(keys.task("default", tid), "state") == b"active", what="the task to start")
+        with frozen(fault_server):
+            freeze.set()
+            time.sleep(4)
+            thawed = time.time()
+        wait_for(lambda: r.hget(keys.task("default", tid), "state") == b"completed", what="the held acknowledgement")
+        # the acker, whose write the syncer replayed, asks Redis itself: the trouble ends without another task
+        wait_for(lambda: srv.health() == (True, True, "ok"), what="health to clear by itself")
+    r.close()
+    msgs = [(rec.created, rec.getMessage()) for rec in caplog.records]
+    assert any(m.startswith("acker: mark_complete held for the syncer: Redis times out") for _, m in msgs), msgs
+    again = [(t, m) for t, m in msgs if "answers again" in m]
+    assert any(m.startswith("acker: Redis answers again") for _, m in again), msgs
+    for t, m in again:
+        assert t >= thawed, (m, t - thawed)  # said only once Redis answered a call
+        secs = float(m.rsplit(" for ", 1)[1].split(" s)")[0])
+        assert secs >= 2.5, m  # how long it did not (the loops met it from about the freeze on)
