@@ -48,6 +48,7 @@ class Acker(Loop):
 
     name = "acker"
     interval = 1.0
+    reports_success = True  # settle() does, for a batch Redis answered
 
     def __init__(self, rt: Runtime, syncer: Syncer, on_acked: Callable[[list[str]], None]) -> None:
         super().__init__()
@@ -139,6 +140,10 @@ class Acker(Loop):
         self.idle.set()
         return None
 
+    async def probe(self) -> None:
+        await self.rt.aredis.ping()
+        self.trouble.ok()
+
     async def on_stop(self) -> None:
         await self.run_once()
 
@@ -164,8 +169,9 @@ class Acker(Loop):
         a replica), or dropped as a bug (the leases lapse and the recoverer retries those tasks)."""
         durable = self.rt.config.durable_acks
         now = batch.now
-        failed = False
+        failed = answered = False
         for call, ids, res in zip(batch.calls, batch.ids, results, strict=True):
+            answered = answered or not isinstance(res, Exception) or not is_transient(res)
             # Not confirmed by a replica: replay it (harmless: the scripts skip tasks no longer held), so that
             # after a failover the new primary gets the acknowledgement too.
             if isinstance(res, Exception) and not is_transient(res):
@@ -177,7 +183,7 @@ class Acker(Loop):
                     self.trouble.note(res, f"{call.script.name} held for the syncer")
                 self.syncer.add(call, give_up_at=now + self.rt.config.lease_duration, what=call.script.name,
                                 durable=durable if isinstance(durable, Durability) else None, task_ids=ids)
-        if not failed:
+        if answered and not failed:
             self.trouble.ok()
         self._settled(batch)
 

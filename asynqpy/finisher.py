@@ -144,15 +144,31 @@ class Finisher:
         try:
             await self.rt.runner.run(call)
         except Exception as exc:
-            if is_transient(exc):
-                self.write_trouble.note(exc, f"{what} of task {task_id} held for the syncer")
-                self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what,
-                                task_ids=(task_id,))
-            else:
-                log.error("processor: %s of task %s failed (%s: %s); the recoverer retries it once its lease lapses",
-                          what, task_id, type(exc).__name__, exc)
+            self._not_written(call, exc, what=what, task_id=task_id)
         else:
             self.write_trouble.ok()
+
+    async def write_all_now(self, writes: list[tuple[str, Call[object]]], *, what: str) -> None:
+        """write_now for (task id, write) pairs in one round trip: while Redis does not answer, they all wait one
+        socket timeout, not one each."""
+        try:
+            results: list[object] = list(await self.rt.runner.run_many([call for _, call in writes]))
+        except Exception as exc:
+            results = [exc] * len(writes)
+        failed = [(tid, call, res) for (tid, call), res in zip(writes, results, strict=True)
+                  if isinstance(res, Exception)]
+        for tid, call, res in failed:
+            self._not_written(call, res, what=what, task_id=tid)
+        if not failed:
+            self.write_trouble.ok()
+
+    def _not_written(self, call: Call[object], exc: BaseException, *, what: str, task_id: str) -> None:
+        if is_transient(exc):
+            self.write_trouble.note(exc, f"{what} of task {task_id} held for the syncer")
+            self.syncer.add(call, give_up_at=time.time() + self.cfg.lease_duration, what=what, task_ids=(task_id,))
+        else:
+            log.error("processor: %s of task %s failed (%s: %s); the recoverer retries it once its lease lapses",
+                      what, task_id, type(exc).__name__, exc)
 
     def write(self, call: Call[object], *, what: str, task_id: str) -> None:
         t = asyncio.create_task(self.write_now(call, what=what, task_id=task_id))

@@ -58,6 +58,7 @@ class HandoffListener:
         self.lanes = [_Lane(self, g, direct=not is_cluster(self.conn)) for g in groups]
         self._lane_of = {q: lane for lane in self.lanes for q in lane.queues}
         self._stop = False
+        self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
         self._withdrawing: set[asyncio.Task[None]] = set()
         self.trouble = TroubleLog("handoff")
@@ -93,21 +94,38 @@ class HandoffListener:
                                                         for q in queues]))
         except Exception as exc:  # it lapses by itself (REGISTRATION_TTL); the lanes give back what comes meanwhile
             self.trouble.note(exc, "withdrawing the registration")
+        else:
+            self.trouble.ok()
 
     async def stop(self) -> None:
         """Stop listening, withdraw the registration, and requeue whatever was handed over meanwhile."""
         self._stop = True
+        try:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            for lane in self.lanes:
+                try:
+                    await lane.unregister()
+                except Exception as exc:
+                    log.warning("handoff: could not withdraw at stop (%s); it lapses in %.0f s", exc, REGISTRATION_TTL)
+                try:
+                    await lane.requeue_leftovers()
+                except Exception as exc:
+                    log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
+                                "their leases lapse", exc)
+        finally:  # also when the processor gives the stop up (Redis does not answer)
+            await self.close()
+
+    async def close(self) -> None:
+        """End the lanes at once (a pop in flight is dropped: what it took comes back by its lease) and close the
+        connections, without a word to Redis; stop() ends so, and the processor calls it when it gives stop() up."""
+        self._stop = True
+        for task in self._tasks:
+            task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._closed:
+            return
+        self._closed = True
         for lane in self.lanes:
-            try:
-                await lane.unregister()
-            except Exception as exc:
-                log.warning("handoff: could not withdraw at stop (%s); it lapses in %.0f s", exc, REGISTRATION_TTL)
-            try:
-                await lane.requeue_leftovers()
-            except Exception as exc:
-                log.warning("handoff: could not requeue tasks handed over at stop (%s); they are recovered once "
-                            "their leases lapse", exc)
             await lane.popper.aclose()
         await self.conn.aclose()
 
@@ -136,32 +154,40 @@ class _Lane:
     async def run(self) -> None:
         while not self.owner._stop:
             try:
-                await self._once()
+                answered = await self._once()
+                if not answered and self.trouble.degraded is not None:
+                    await self.conn.ping()  # a full worker's pass makes no call: ask whether the trouble is over
+                    answered = True
             except Exception as exc:  # transient trouble or a bug: the lane goes on after a back-off
                 self.trouble.note(exc)
                 self._registered_until = 0.0
                 self.offering = False
                 await asyncio.sleep(self.trouble.delay())
             else:
-                self.trouble.ok()
+                if answered:
+                    self.trouble.ok()
 
-    async def _once(self) -> None:
+    async def _once(self) -> bool:
+        """One pass; True when it made a call Redis answered (a full worker's pass may make none)."""
         if not await self.processor.room_after_fetch():  # (a dequeue in flight may leave slots free)
+            answered = False
             if self._registered_until:
                 await self.unregister()
+                answered = True
             if self._live_until:  # full, yet tasks may come: give them back to their queue
                 lapsed = time.time() > self._live_until + 1  # (a producer's script may run a moment late)
                 await self.requeue_leftovers()
+                answered = True
                 if lapsed:  # drained after the registration lapsed: nothing more can come
                     self._live_until = 0.0
             await self.processor.wait_for_slot(BLOCK)
-            return
+            return answered
         now = self.rt.redis_now()  # the scripts judge registrations by Redis's clock
         if not self.offering or self._registered_until - now < REGISTRATION_TTL / 2:  # (refused: see _register)
             await self._register(now + REGISTRATION_TTL)
         item = await self.popper.pop(self.box_keys, BLOCK, self._take)
         if item is None or item is handoff_io.TAKEN:
-            return
+            return True
         box, value = item
         q, tid, data = self._received(box, value)
         # The task is leased to us already and holds the slot we offered: fetches leave it that slot (claimed here,
@@ -182,8 +208,9 @@ class _Lane:
                 await handoff_io.push_back(self.conn, box.decode(), value)  # where the next drain finds it
                 self._live_until = self._live_until or time.time()
                 raise
-            return
+            return True
         await asyncio.sleep(0)  # let the handler start before this loop registers again
+        return True
 
     def _received(self, box: bytes, value: bytes) -> tuple[str, str, bytes]:
         """A task was handed over (hand-off list, element): the script consumed our registration for its queue.

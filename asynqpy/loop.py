@@ -20,6 +20,9 @@ class Loop:
 
     name = "loop"
     interval: float = 1.0
+    # True: run_once calls self.trouble.ok() itself, after a call Redis answered (its passes may make none, or go on
+    # past a failed call). Otherwise a pass that returns without having met trouble counts as Redis answering.
+    reports_success = False
 
     def __init__(self) -> None:
         self._stop = asyncio.Event()
@@ -45,6 +48,17 @@ class Loop:
             await self._task
         await self.on_stop()
 
+    async def abort(self) -> None:
+        """End the loop now, its current pass cancelled, without its last pass (a shutdown gave up on Redis)."""
+        self._stop.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def probe(self) -> None:
+        """With reports_success: one call (a PING) after a pass that met no failure while trouble lasts, which then
+        calls self.trouble.ok(); so that trouble ends when Redis answers, not at the loop's next write."""
+
     async def on_stop(self) -> None:
         """A last pass after the loop ended (e.g. a final flush); nothing by default."""
 
@@ -65,9 +79,14 @@ class Loop:
     async def _run(self) -> None:
         while not self._stop.is_set():
             try:
+                failures = self.trouble.failures
                 wait = await self.run_once()
-                self.last_ok = time.monotonic()
-                self.trouble.ok()
+                if self.reports_success and self.trouble.degraded is not None and self.trouble.failures == failures:
+                    await self.probe()  # the pass may have made no call: ask whether the trouble is over
+                if self.trouble.failures == failures:  # (a pass may go on past a failure it noted)
+                    self.last_ok = time.monotonic()
+                    if not self.reports_success:
+                        self.trouble.ok()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # neither Redis trouble nor a bug in one pass may end the loop

@@ -205,6 +205,7 @@ class Processor:
             got: list[Dequeued] = []
             self._reserved += free
             self._fetched.clear()
+            failures = self.trouble.failures
             try:
                 got = await self._dequeue(free)
             except Exception as exc:  # transient trouble or a bug: either way fetching goes on, after a back-off
@@ -217,7 +218,8 @@ class Processor:
                 if not self._reserved:
                     self._fetched.set()
                 self._slot.set()  # the other lane may wait for the slots this one had reserved
-            self.trouble.ok()
+            if self.trouble.failures == failures:  # (a dequeue over several queues notes one's failure and goes on)
+                self.trouble.ok()
             if len(got) >= free and cfg.concurrency > 1:
                 self._busy.set()
             else:
@@ -353,36 +355,74 @@ class Processor:
         return True
 
     async def stop(self) -> None:
-        """Stop fetching, let handlers finish within shutdown_timeout, then requeue what is still running. Every
-        step runs even if one before it failed (each failure is logged)."""
+        """Stop fetching and hand-offs; let handlers finish within shutdown_timeout, counted from now whatever
+        stopping the fetch loops and the hand-off lanes meets; then cancel what still runs and requeue it, all in
+        one round trip. While Redis does not answer, this returns within shutdown_timeout plus that round trip's
+        socket timeout: a dequeue or pop still waiting for its reply at shutdown_timeout is given up (what it
+        leased comes back by its lease), and a requeue that fails is held for the syncer, else left to the
+        recoverer of another worker once the lease lapses. Every step runs even if one before it failed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cfg.shutdown_timeout
         self._fetching = False
         self._stopping.set()
         self._wake.set()
         self._slot_freed()
         self._busy.set()  # the second lane waits for it
+        # First the intake: a task a dequeue or hand-off still starts gets the same grace as those running.
+        intake = asyncio.ensure_future(self._stop_intake())
+        await asyncio.wait({intake}, timeout=max(0.0, deadline - loop.time()))
+        if not intake.done():
+            log.warning("processor: Redis did not answer a fetch or hand-off within shutdown_timeout; giving it up "
+                        "(a task it leased comes back by its lease)")
+            for t in (intake, self._fetch_task, self._lane_task):
+                if t is not None:
+                    t.cancel()
+            await asyncio.gather(intake, return_exceptions=True)
+            await self.handoff.close()
+        try:
+            await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            pass
+        try:
+            await self._requeue_unfinished()
+        finally:
+            # Handler threads still running are daemons: once their tasks are requeued the process may exit
+            # without them (it must not finish a task that another worker now runs).
+            self.threads.close()
+
+    async def _requeue_unfinished(self) -> None:
+        """Cancel the handlers still running and requeue their tasks, all in one round trip."""
+        left = [at for at in self.rt.active.values() if at.handle is not None and not at.handle.done()]
+        for at in left:
+            self.cancel(at.msg.id, "shutdown")  # its result writes are refused from now on (task.cancel())
+        if not left:
+            return
+        await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
+        log.info("processor: requeueing %d unfinished task(s)", len(left))
+        now = time.time()
+        await self.finisher.write_all_now([(at.msg.id, broker.requeue(at.queue, at.msg.id, now=now))
+                                           for at in left], what="requeue")
+        for at in left:
+            self.rt.active.pop(at.msg.id, None)
+
+    async def abort(self) -> None:
+        """End what a stop() that was given up left running (the fetch loops, the hand-off lanes, handlers), without
+        a word to Redis: their tasks come back when their leases lapse. A no-op after a stop() that ended."""
+        running = [t for t in (self._fetch_task, self._lane_task, *(at.handle for at in self.rt.active.values()))
+                   if t is not None and not t.done()]
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await self.handoff.close()
+        self.threads.close()
+
+    async def _stop_intake(self) -> None:
         await asyncio.gather(*(t for t in (self._fetch_task, self._lane_task) if t is not None),
                              return_exceptions=True)
         try:
             await self.handoff.stop()
         except Exception as exc:
             log.error("processor: stopping the hand-off listener failed: %s", exc, exc_info=exc)
-        try:
-            await asyncio.wait_for(self._idle.wait(), self.cfg.shutdown_timeout)
-        except TimeoutError:
-            pass
-        left = [at for at in self.rt.active.values() if at.handle is not None and not at.handle.done()]
-        for at in left:
-            self.cancel(at.msg.id, "shutdown")  # its result writes are refused from now on (task.cancel())
-        if left:
-            await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
-            log.info("processor: requeueing %d unfinished task(s)", len(left))
-            for at in left:
-                await self._write_now(broker.requeue(at.queue, at.msg.id, now=time.time()), what="requeue",
-                                      task_id=at.msg.id)
-                self.rt.active.pop(at.msg.id, None)
-        # Handler threads still running are daemons: once their tasks are requeued the process may exit without
-        # them (it must not finish a task that another worker now runs).
-        self.threads.close()
 
 
 def _settle(fut: asyncio.Future[None]) -> None:

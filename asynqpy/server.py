@@ -8,12 +8,12 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
+from asynqpy.connection import SOCKET_TIMEOUT
 from asynqpy.connection import parse as parse_url
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError
@@ -24,17 +24,19 @@ from asynqpy.loop import Loop
 from asynqpy.loopwatch import LoopWatch
 from asynqpy.mux import ServeMux
 from asynqpy.processor import Processor
-from asynqpy.rdb.failures import Degraded, TroubleLog, is_transient, reaching
+from asynqpy.rdb.failures import Degraded, reaching
 from asynqpy.rdb.flow import apply_defaults
 from asynqpy.rdb.ping import ping
 from asynqpy.recoverer import Recoverer
 from asynqpy.runtime import Runtime
+from asynqpy.stopping import Stopping, stop_together
 from asynqpy.subscriber import Subscriber
 from asynqpy.syncer import Syncer
 from asynqpy.typestats import TypeStats, TypeStatsFlusher
 
 log = logging.getLogger("asynqpy")
 _DEFAULT_CONFIG = ServerConfig()
+STOP_MARGIN = 0.5  # past shutdown_timeout + a socket timeout: the requeue's own timeout comes first, and says so
 
 
 def _run(coro: Any) -> None:
@@ -244,30 +246,25 @@ class Server:
 
     async def _shutdown(self, rt: Runtime, loops: list[Loop], processor: Processor, heartbeat: Heartbeat) -> None:
         """Every step runs, whatever the one before it met (each failure is logged): the server's keys must
-        leave asynq:servers even after Redis trouble."""
+        leave asynq:servers even after Redis trouble. While Redis does not answer, it all takes at most
+        shutdown_timeout plus one socket timeout (see Stopping): the processor's requeue is sent at
+        shutdown_timeout at the latest, and what still waits for Redis after that round trip is given up."""
         rt.status = "stopped"
         log.info("stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
                  processor.running)
-        await _step("stopping the processor", processor.stop)
-        for lp in reversed(loops):  # the acker and syncer stop last, each after a final flush
-            await _step(f"stopping the {lp.name}", lp.stop)
+        stopping = Stopping(asyncio.get_running_loop().time() + self.config.shutdown_timeout + SOCKET_TIMEOUT
+                            + STOP_MARGIN)
+        await stopping.step("stopping the processor", processor.stop)
+        # The acker and then the syncer (which holds what the acker could not write) stop last, each after a final
+        # flush; the others stop together.
+        last = [lp for name in ("acker", "syncer") for lp in loops if lp.name == name]
+        await stopping.step("stopping the loops", lambda: stop_together([lp for lp in loops if lp not in last]))
+        for lp in last:
+            await stopping.step(f"stopping the {lp.name}", lp.stop)
         rt.status = "closed"
-        await _step("clearing the server state", heartbeat.clear, tries=5)
-        await _step("closing connections", rt.close)
+        await stopping.step("clearing the server state", heartbeat.clear, tries=5)
+        await processor.abort()  # what a stop given up or skipped left running (a no-op for the others)
+        for lp in loops:
+            await lp.abort()
+        await stopping.step("closing connections", rt.close, bounded=False)
         log.info("server %s stopped", rt.server_id)
-
-
-async def _step(what: str, fn: Callable[[], Awaitable[object]], *, tries: int = 1) -> None:
-    """One shutdown step; transient Redis trouble is tried again (at most `tries` times, with back-off)."""
-    trouble = TroubleLog("server")
-    for attempt in range(1, tries + 1):
-        try:
-            await fn()
-            return
-        except Exception as exc:
-            if attempt < tries and is_transient(exc):
-                trouble.note(exc, what)
-                await asyncio.sleep(trouble.delay())
-                continue
-            log.error("%s failed: %s: %s", what, type(exc).__name__, exc, exc_info=not is_transient(exc))
-            return

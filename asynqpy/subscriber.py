@@ -16,6 +16,7 @@ class Subscriber(Loop):
 
     name = "subscriber"
     interval = 1.0
+    reports_success = True  # once Redis confirms the subscription (sending it says nothing)
 
     def __init__(self, rt: Runtime, cancel: Callable[[str], object], wake: Callable[[], None]) -> None:
         super().__init__()
@@ -24,13 +25,20 @@ class Subscriber(Loop):
         self.wake_workers = wake
         self.queues = {q.encode() for q in rt.config.queues}
 
+    async def stop(self) -> None:
+        """End at once: a pass only reads (cancelling it writes nothing), and would otherwise wait out its poll."""
+        await self.abort()
+
     async def run_once(self) -> float | None:
         async with Subscription(self.rt.aredis) as sub:
             await sub.subscribe(keys.CANCEL_CHANNEL, keys.WAKE_CHANNEL)
-            self.trouble.ok()  # the pass goes on while subscribed: being subscribed again ends the trouble
             self.wake_workers()
+            answered = False
             while not self.stopping:
                 m = await sub.next(timeout=0.5)
+                if sub.confirmed and not answered:
+                    answered = True
+                    self.trouble.ok()  # the pass goes on while subscribed: being subscribed again ends the trouble
                 if m is None:
                     continue
                 channel, data = m

@@ -33,6 +33,7 @@ class Syncer(Loop):
     naming its tasks, whose leases lapse so that the recoverer retries them."""
 
     name = "syncer"
+    reports_success = True  # flush() does, after a replay Redis answered
 
     def __init__(self, rt: Runtime) -> None:
         super().__init__()
@@ -49,6 +50,10 @@ class Syncer(Loop):
         await self.flush()
         return None
 
+    async def probe(self) -> None:
+        await self.rt.aredis.ping()
+        self.trouble.ok()
+
     async def on_stop(self) -> None:
         await self.flush()
 
@@ -59,6 +64,7 @@ class Syncer(Loop):
         now = time.time()
         todo, self.writes = self.writes, []
         durable: list[PendingWrite] = []
+        answered = False
         for i, w in enumerate(todo):
             if now > w.give_up_at:
                 log.warning("syncer: dropped %s%s: its lease lapsed while Redis could not take it", w.what, _of(w))
@@ -73,8 +79,12 @@ class Syncer(Loop):
                     self.writes += [w, *(x for x in todo[i + 1:] if x.durable is None)]
                     durable += [x for x in todo[i + 1:] if x.durable is not None]
                     break
+                answered = True  # a bug's error reply: Redis answered
+            else:
+                answered = True
         else:
-            self.trouble.ok()
+            if answered:
+                self.trouble.ok()
         if durable:
             await self._flush_durable(durable)
 
@@ -99,8 +109,11 @@ class Syncer(Loop):
         if not confirmed:
             self.writes += writes
             return
-        self.writes += [w for w, res in zip(writes, results, strict=True)
-                        if isinstance(res, Exception) and self._failed(w, res)]
+        kept = [w for w, res in zip(writes, results, strict=True)
+                if isinstance(res, Exception) and self._failed(w, res)]
+        self.writes += kept
+        if not kept:
+            self.trouble.ok()
 
 
 def _of(w: PendingWrite) -> str:

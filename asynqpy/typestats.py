@@ -130,6 +130,7 @@ class TypeStatsFlusher(Loop):
 
     name = "typestats"
     interval = FLUSH_INTERVAL
+    reports_success = True  # a pass with nothing to write makes no call
 
     def __init__(self, rt: Runtime, stats: TypeStats) -> None:
         super().__init__()
@@ -144,11 +145,16 @@ class TypeStatsFlusher(Loop):
             for i in range(0, len(items), GROUPS_PER_CALL):
                 chunk = items[i:i + GROUPS_PER_CALL]
                 await self.rt.runner.run(record_type_stats(chunk))
+                self.trouble.ok()
                 written.update((q, t, m) for q, t, m, _ in chunk)
         except Exception:
             self.stats.give_back({k: v for k, v in groups.items() if k not in written})
             raise
         return None
+
+    async def probe(self) -> None:
+        await self.rt.aredis.ping()
+        self.trouble.ok()
 
     async def on_stop(self) -> None:
         try:

@@ -1,4 +1,5 @@
-"""Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY, a denied command.
+"""Real Redis faults for tests, as production Redis gives them (no mocks): BUSY, OOM, READONLY, a denied command,
+a server that answers nothing (SIGSTOP).
 
 Each is a context manager that puts the server at url into the fault for the length of the with-block and
 restores its configuration after, whatever happens in the block. The fixtures fault_server, fault_url and
@@ -68,8 +69,9 @@ def busy(url: str, *, limit: float = 30.0) -> Iterator[None]:
 
 @contextlib.contextmanager
 def frozen(server: EmbeddedServer) -> Iterator[None]:
-    """The server is stopped (SIGSTOP) for the block: connections and connects hang as with a Redis host that
-    froze or vanished from the network, with no error; SIGCONT when the block ends."""
+    """The server answers nothing for the block, as a hung host or a partition: SIGSTOP (its connections stay open,
+    commands sent are never answered), then SIGCONT whatever happens in the block. Only on a server of the test's
+    own (fault_server)."""
     assert server.proc is not None
     os.kill(server.proc.pid, signal.SIGSTOP)
     try:

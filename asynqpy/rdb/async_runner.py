@@ -80,6 +80,29 @@ async def _read_replies(stream: asyncio.StreamReader, n: int) -> list[Any]:
     return out
 
 
+async def _read_in_time(conn: Any, stream: asyncio.StreamReader, n: int) -> list[Any]:
+    """_read_replies within the connection's socket timeout, as redis-py's own reads are: a Redis that does not
+    answer (stopped, partitioned, a blackholed link) raises redis-py's TimeoutError then, not never. A timer, not
+    wait_for(): it costs no task per round trip; when it fires, the stream's pending read raises, and the caller
+    disconnects the connection (a late reply must not be read as the next call's)."""
+    timeout = conn.socket_timeout
+    if not timeout:
+        return await _read_replies(stream, n)
+    timer = asyncio.get_running_loop().call_later(timeout, _time_out, conn, stream)
+    try:
+        out = await _read_replies(stream, n)
+    finally:
+        timer.cancel()
+    if stream.exception() is not None:  # it fired as the last reply came: the stream keeps its error, so the
+        await conn.disconnect(nowait=True)  # connection goes (the next call connects anew)
+    return out
+
+
+def _time_out(conn: Any, stream: asyncio.StreamReader) -> None:
+    where = conn._host_error() if hasattr(conn, "_host_error") else "Redis"
+    stream.set_exception(redis.TimeoutError(f"Timeout reading from {where}"))
+
+
 class AsyncRunner:
     """Runs Calls on a redis.asyncio.Redis client."""
 
@@ -108,7 +131,7 @@ class AsyncRunner:
                 await _write(conn, data)
                 stream = getattr(conn, "_reader", None)  # redis-py's asyncio.StreamReader of the connection
                 if isinstance(stream, asyncio.StreamReader):
-                    return await _read_replies(stream, len(packed))
+                    return await _read_in_time(conn, stream, len(packed))
                 out: list[Any] = []
                 for _ in packed:
                     try:

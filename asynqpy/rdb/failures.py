@@ -34,7 +34,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from asynqpy.connection import cluster_unreachable, is_cluster
+from asynqpy.connection import SOCKET_TIMEOUT, cluster_unreachable, is_cluster
 from asynqpy.errors import AsynqError, RedisCommandError, RedisUnavailableError, unavailable_error
 
 log = logging.getLogger("asynqpy")
@@ -185,7 +185,10 @@ class TroubleLog:
     """What one loop (or client) has met lately: logs transient trouble once per kind per `every` seconds (no
     traceback), a bug with its trace at most as often, and keeps `degraded` set while the trouble lasts.
 
-    note() for each failure, ok() after each success. attempts counts failures in a row (for backoff_delay).
+    note() for each failure, ok() after a call that Redis answered (never after a pass that made none). attempts
+    counts failures in a row (for backoff_delay), failures all of them (a pass compares it to see whether it met
+    any). The trouble counts from the first failure, or for a timeout from when the call that timed out began (a
+    socket timeout earlier, not before the last success): "answers again ... for N s" says how long it lasted.
     """
 
     def __init__(self, name: str, *, every: float = 10.0, logger: logging.Logger | None = None) -> None:
@@ -194,17 +197,21 @@ class TroubleLog:
         self.log = logger or log
         self.degraded: Degraded | None = None
         self.attempts = 0
+        self.failures = 0
         self._last: dict[str, float] = {}
+        self._last_ok = time.monotonic()
 
     def note(self, exc: BaseException, what: str = "") -> str | None:
         """Record one failure; returns its transient kind (None: a bug). Logs when this kind was not logged in
         the last `every` seconds."""
         self.attempts += 1
+        self.failures += 1
         kind = kind_of(exc)
         now = time.monotonic()
         key = kind or f"bug:{type(exc).__name__}"
         if kind is not None and (self.degraded is None or self.degraded.kind != kind):
-            self.degraded = Degraded(kind, now if self.degraded is None else self.degraded.since, str(exc))
+            began = max(now - SOCKET_TIMEOUT, self._last_ok) if kind == "timeout" else now
+            self.degraded = Degraded(kind, began if self.degraded is None else self.degraded.since, str(exc))
         if now - self._last.get(key, -1e18) >= self.every:
             self._last[key] = now
             where = f"{self.name}: {what}: " if what else f"{self.name}: "
@@ -215,11 +222,12 @@ class TroubleLog:
         return kind
 
     def ok(self) -> None:
-        """A success: the trouble is over (logged once when it was)."""
+        """Redis answered a call: the trouble is over (logged once when it was, with how long it lasted)."""
+        now = self._last_ok = time.monotonic()
         if self.degraded is not None:
-            secs = time.monotonic() - self.degraded.since
-            self.log.info("%s: Redis answers again (%s for %.0f s)", self.name, describe_kind(self.degraded.kind),
-                          secs)
+            secs = now - self.degraded.since
+            self.log.info("%s: Redis answers again (%s for %s s)", self.name, describe_kind(self.degraded.kind),
+                          f"{secs:.1f}" if secs < 10 else f"{secs:.0f}")
         self.degraded = None
         self.attempts = 0
 

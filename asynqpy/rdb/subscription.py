@@ -16,7 +16,8 @@ class Subscription:
     """
 
     def __init__(self, client: Any) -> None:
-        self._ps = client.pubsub(ignore_subscribe_messages=True)
+        self._ps = client.pubsub()
+        self.confirmed = False  # True once Redis confirmed a SUBSCRIBE (it answers on this connection)
 
     async def __aenter__(self) -> Self:
         return self
@@ -29,10 +30,13 @@ class Subscription:
         await self._ps.subscribe(*channels)
 
     async def next(self, timeout: float) -> tuple[bytes, object] | None:
-        """The next message within timeout s; None when none came, or what came was a (skipped) confirmation of
-        SUBSCRIBE: a reader asks again."""
-        m = await self._ps.get_message(ignore_subscribe_messages=True, timeout=timeout)
+        """The next message within timeout s; None when none came, or what came was a confirmation of SUBSCRIBE
+        (then `confirmed` is True): a reader asks again."""
+        m = await self._ps.get_message(timeout=timeout)
         if m is None:
+            return None
+        if m["type"] not in ("message", b"message"):
+            self.confirmed = self.confirmed or m["type"] in ("subscribe", b"subscribe")
             return None
         return m["channel"], m["data"]
 

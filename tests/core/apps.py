@@ -5,6 +5,7 @@ python -m tests.core.apps REDIS_URL MUX_NAME '{"concurrency": 4, ...}'  runs a S
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -78,11 +79,30 @@ for _prefix in ("email", "sync", "free"):
     limited.handle(_prefix, limited_task)
 
 
+sleepy = ServeMux()
+EVENTS = "EVENTS_FILE"  # where the sleepy handler notes "<event> <task id> <Unix s>" lines: it writes no Redis
+
+
+@sleepy.handler("sleepy")
+async def sleep_long(task) -> None:  # type: ignore[no-untyped-def]
+    def note(event: str) -> None:
+        with open(os.environ[EVENTS], "a") as f:
+            f.write(f"{event} {task.id} {time.time()}\n")
+
+    note("start")
+    try:
+        await asyncio.sleep(float(task.payload or b"60"))
+    except asyncio.CancelledError:
+        note("cancelled")
+        raise
+    note("done")
+
+
 def main(argv: list[str]) -> None:
     url, mux_name, settings = argv[0], argv[1], json.loads(argv[2])
     os.environ["TEST_REDIS_URL"] = url
     Server(url, **settings).run({"counting": counting, "slow": slow, "lingering": lingering,
-                                     "limited": limited}[mux_name])
+                                     "limited": limited, "sleepy": sleepy}[mux_name])
 
 
 if __name__ == "__main__":

@@ -213,6 +213,27 @@ def test_shutdown_requeues_unfinished_tasks(redis_url: str, r: redis.Redis) -> N
     assert r.zcard(keys.SERVERS) == 0 and not r.keys("asynq:servers:*")
 
 
+def test_a_graceful_stop_with_redis_healthy_takes_shutdown_timeout_not_more(redis_url: str) -> None:
+    # The handlers' grace counts from the stop (not from when the hand-off lane's BLPOP returned, up to a second
+    # later), and the loops stop at once after the requeue (the subscriber waited out its 0.5 s poll).
+    mux = ServeMux()
+    started = threading.Event()
+
+    @mux.handler("long")
+    async def long(t):  # type: ignore[no-untyped-def]
+        started.set()
+        await asyncio.sleep(60)
+
+    Client(redis_url).enqueue(Task("long", b""))
+    srv = Server(redis_url, shutdown_timeout=1)
+    srv.start(mux)
+    wait_for(started.is_set)
+    time.sleep(0.3)  # the hand-off lane blocks in its BLPOP again
+    began = time.monotonic()
+    srv.shutdown()
+    assert time.monotonic() - began < 1.5
+
+
 def test_malformed_message_is_archived_with_readable_error(redis_url: str, r: redis.Redis) -> None:
     r.sadd(keys.QUEUES, "default")
     r.hset(keys.task("default", "junk"), mapping={"msg": b"\xff\xfe not protobuf", "state": "pending"})
