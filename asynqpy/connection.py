@@ -134,9 +134,9 @@ def parse(url: str, *, cluster: bool = False) -> RedisURL:
             cast(Any, redis.connection).parse_url(url)
         except ValueError as exc:
             raise _bad(url, str(exc)) from None
-        db = unquote(path).strip("/")
-        if scheme != "unix" and db and not db.isdigit():  # (redis-py would silently use database 0)
-            raise _bad(url, f"the database after the host must be a number, not {db[:40]!r}")
+        database = unquote(path).strip("/")
+        if scheme != "unix" and database and not database.isdigit():  # (redis-py would silently use database 0)
+            raise _bad(url, f"the database after the host must be a number, not {database[:40]!r}")
         return RedisURL("single", url, tls=tls)
     if not hostlist:
         raise _bad(url, "no host")
