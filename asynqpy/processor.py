@@ -228,6 +228,12 @@ class Processor:
                 if not lane:
                     await self._wait(self._wake, cfg.idle_poll_interval)
                 continue
+            if self._paused:  # SIGTSTP came while this dequeue was on its way: its tasks go back to their queues' front
+                log.info("processor: fetching is paused; giving back %d task(s) a dequeue in flight took", len(got))
+                now = time.time()
+                await self.finisher.write_all_now([(tid, broker.requeue(q, tid, now=now)) for q, tid, *_ in got],
+                                                  what="requeue")
+                continue
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since, limit in got:
                 try:

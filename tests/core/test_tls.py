@@ -54,8 +54,9 @@ def test_a_worker_over_tls_gets_a_task_handed_over_through_its_own_reader(tls_ur
     r = redis.Redis.from_url(tls_url)
     assert r.ping()
     mux = ServeMux()
-    ran = threading.Event()
-    mux.handle("t", lambda t: ran.set())
+    ran, checked = threading.Event(), threading.Event()
+    mux.handle("t", lambda t: (ran.set(), checked.wait(10)))  # (active until the test looked: a quick task's
+    # acknowledgement could delete it before the test reads its state, on a loaded machine)
     with running(tls_url, mux) as srv:
         sid = srv.runtime.server_id  # type: ignore[union-attr]
         wait_for(lambda: r.zscore(keys.waiters("default"), sid)
@@ -64,5 +65,6 @@ def test_a_worker_over_tls_gets_a_task_handed_over_through_its_own_reader(tls_ur
         assert [lane.popper.reads_itself for lane in lanes] == [True]  # the TLS transport taken over
         tid = Client(tls_url).enqueue(Task("t", b"")).id
         assert r.hget(keys.task("default", tid), "state") == b"active"  # handed over at enqueue
+        checked.set()
         wait_for(ran.is_set, what="the handed task to run")
     assert r.get(keys.processed_total("default")) == b"1"
