@@ -166,6 +166,12 @@ class ReplyLost:
                 self.timer.start()
         return time.time()
 
+    def settled(self) -> int:
+        """lost, once the thaw has looked (the job may end before the thaw's own check of what ran does)."""
+        if self.timer is not None:
+            self.timer.join()
+        return self.lost
+
     def __enter__(self) -> ReplyLost:
         return self
 

@@ -46,7 +46,7 @@ def test_a_chunk_whose_reply_was_lost_is_counted_once(fault_server: EmbeddedServ
     # chunks of 10 (rate 100: ten a second); the second chunk runs, and its reply is lost
     with ReplyLost(fault_server, at="step", n=2, ran=_archived(20)) as lost, _inspector(fault_url, lost) as insp:
         final = insp.run_job(insp.start_job("archive", "mail", "pending", rate=100).id)
-        assert lost.lost == 1
+        assert lost.settled() == 1
         assert (final.status, final.done, final.changed) == ("done", 40, 40)
         assert insp.queue_info("mail", memory=False).archived == 40 and not final.uncounted
 
@@ -57,7 +57,7 @@ def test_a_count_whose_reply_was_lost_is_counted_once(fault_server: EmbeddedServ
     with ReplyLost(fault_server, at="_progress", n=4, ran=_counted(20)) as lost, \
             _inspector(fault_url, lost) as insp:
         final = insp.run_job(insp.start_job("delete", "mail", "pending", rate=100).id)
-        assert lost.lost == 1
+        assert lost.settled() == 1
         assert (final.status, final.done, final.changed) == ("done", 40, 40)
         assert insp.queue_info("mail", memory=False).pending == 0 and final.seq == 4
 
@@ -74,7 +74,7 @@ def test_a_find_step_whose_reply_was_lost_is_counted_once(fault_server: Embedded
     # steps of 5 matches (rate 50); the second step's action runs, and its reply is lost
     with ReplyLost(fault_server, at="_act", n=2, ran=_archived(10)) as lost, _inspector(fault_url, lost) as insp:
         final = insp.run_job(insp.start_find_job("archive", "mail", "state:pending type:email", rate=50).id)
-        assert lost.lost == 1
+        assert lost.settled() == 1
         assert (final.status, final.changed) == ("done", 20)
         assert insp.count_matches("mail", "state:pending type:email").matched == 0
         assert insp.queue_info("mail", memory=False).archived == 20 and not final.uncounted
