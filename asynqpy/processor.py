@@ -230,9 +230,7 @@ class Processor:
                 continue
             if self._paused:  # SIGTSTP came while this dequeue was on its way: its tasks go back to their queues' front
                 log.info("processor: fetching is paused; giving back %d task(s) a dequeue in flight took", len(got))
-                now = time.time()
-                await self.finisher.write_all_now([(tid, broker.requeue(q, tid, now=now)) for q, tid, *_ in got],
-                                                  what="requeue")
+                await self._requeue([(q, tid) for q, tid, *_ in got])
                 continue
             now = self.rt.redis_now()  # pending_since is by Redis's clock (our scripts) or a Go producer's
             for q, tid, data, since, limit in got:
@@ -405,11 +403,15 @@ class Processor:
             return
         await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
         log.info("processor: requeueing %d unfinished task(s)", len(left))
-        now = time.time()
-        await self.finisher.write_all_now([(at.msg.id, broker.requeue(at.queue, at.msg.id, now=now))
-                                           for at in left], what="requeue")
+        await self._requeue([(at.queue, at.msg.id) for at in left])
         for at in left:
             self.rt.active.pop(at.msg.id, None)
+
+    async def _requeue(self, tasks: list[tuple[str, str]]) -> None:
+        """Put (queue, id) tasks back at the front of their queues, in one round trip (held for the syncer on
+        transient trouble)."""
+        now = time.time()
+        await self.finisher.write_all_now([(tid, broker.requeue(q, tid, now=now)) for q, tid in tasks], what="requeue")
 
     async def abort(self) -> None:
         """End what a stop() that was given up left running (the fetch loops, the hand-off lanes, handlers), without

@@ -154,14 +154,21 @@ def test_plain_handler_sees_cancel_event_on_timeout(redis_url: str, r: redis.Red
     assert stored(r, tid).error_msg == "context deadline exceeded"
 
 
-def test_cancel_message_cancels_running_task(redis_url: str, r: redis.Redis) -> None:
+def _long_running() -> tuple[ServeMux, threading.Event]:
+    """A mux whose "long" handler sets the event once it has started, then sleeps a minute (until cancelled)."""
     mux = ServeMux()
     started = threading.Event()
 
     @mux.handler("long")
     async def long(t):  # type: ignore[no-untyped-def]
         started.set()
-        await asyncio.sleep(30)
+        await asyncio.sleep(60)
+
+    return mux, started
+
+
+def test_cancel_message_cancels_running_task(redis_url: str, r: redis.Redis) -> None:
+    mux, started = _long_running()
 
     tid = Client(redis_url).enqueue(Task("long", b""), max_retry=0).id
     with running(redis_url, mux):
@@ -192,13 +199,7 @@ def test_retention_keeps_completed_task_with_result(redis_url: str, r: redis.Red
 
 
 def test_shutdown_requeues_unfinished_tasks(redis_url: str, r: redis.Redis) -> None:
-    mux = ServeMux()
-    started = threading.Event()
-
-    @mux.handler("long")
-    async def long(t):  # type: ignore[no-untyped-def]
-        started.set()
-        await asyncio.sleep(60)
+    mux, started = _long_running()
 
     c = Client(redis_url)
     first = c.enqueue(Task("long", b"")).id
@@ -216,13 +217,7 @@ def test_shutdown_requeues_unfinished_tasks(redis_url: str, r: redis.Redis) -> N
 def test_a_graceful_stop_with_redis_healthy_takes_shutdown_timeout_not_more(redis_url: str) -> None:
     # The handlers' grace counts from the stop (not from when the hand-off lane's BLPOP returned, up to a second
     # later), and the loops stop at once after the requeue (the subscriber waited out its 0.5 s poll).
-    mux = ServeMux()
-    started = threading.Event()
-
-    @mux.handler("long")
-    async def long(t):  # type: ignore[no-untyped-def]
-        started.set()
-        await asyncio.sleep(60)
+    mux, started = _long_running()
 
     Client(redis_url).enqueue(Task("long", b""))
     srv = Server(redis_url, shutdown_timeout=1)

@@ -25,6 +25,7 @@ import pytest
 from flask import Flask
 from werkzeug.serving import make_server
 
+from asynqpy import Client, Task
 from asynqpy.embedded import free_port
 from tests.core.procs import ASYNQPY
 from tests.core.procs import env as command_env
@@ -194,3 +195,13 @@ def go_enqueue(redis_url: str, queue: str, type_: str, payload: bytes = b"{}",
     finally:
         r.close()
     return tid
+
+
+@pytest.fixture(name="base")
+def mail_app_over_fault_server(fault_url: str, users_path: Path) -> Iterator[str]:
+    """The dashboard served live over the module's fault server (tests.redisfaults), one task in queue mail,
+    refreshing every second: the base URL. Import it with fault_url and users_path to use it as `base`."""
+    with Client(fault_url) as c:
+        c.enqueue(Task("email", b"{}"), queue="mail")
+    with live_app(fault_url, users_path, ASYNQPY_POLL_SECONDS=1) as served:
+        yield served

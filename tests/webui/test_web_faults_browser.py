@@ -6,29 +6,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from asynqpy import Client, Task
 from tests.redisfaults import busy, fault_redis, fault_server, fault_url
 from tests.webui.authkit import users_path
 from tests.webui.browserkit import CHROMIUM, expect, sign_in
-from tests.webui.livekit import live_app
+from tests.webui.livekit import mail_app_over_fault_server
 
-__all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
+__all__ = ["fault_redis", "fault_server", "fault_url", "mail_app_over_fault_server", "users_path"]  # fixtures
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed "
                                 "(.ci/run installs it: apt-get install chromium)")
-
-
-@pytest.fixture
-def base(fault_url: str, users_path: Path) -> Iterator[str]:
-    with Client(fault_url) as c:
-        c.enqueue(Task("email", b"{}"), queue="mail")
-    with live_app(fault_url, users_path, ASYNQPY_POLL_SECONDS=1) as served:
-        yield served
 
 
 @pytest.fixture

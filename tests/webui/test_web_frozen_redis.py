@@ -9,28 +9,17 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from asynqpy import Client, Task
 from asynqpy.embedded import EmbeddedServer
 from tests.redisfaults import fault_server, fault_url, frozen
 from tests.webui.authkit import users_path
 from tests.webui.browserkit import CHROMIUM, expect, sign_in
-from tests.webui.livekit import Browser, live_app
+from tests.webui.livekit import Browser, mail_app_over_fault_server
 
-__all__ = ["fault_server", "fault_url", "users_path"]  # fixtures
-
-
-@pytest.fixture
-def base(fault_url: str, users_path: Path) -> Iterator[str]:
-    with Client(fault_url) as c:
-        c.enqueue(Task("email", b"{}"), queue="mail")
-    with live_app(fault_url, users_path, ASYNQPY_POLL_SECONDS=1) as served:
-        yield served
+__all__ = ["fault_server", "fault_url", "mail_app_over_fault_server", "users_path"]  # fixtures
 
 
 def _timed(fn: Any) -> tuple[Any, float]:
