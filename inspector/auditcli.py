@@ -71,8 +71,9 @@ def _ls(args: argparse.Namespace) -> int:
         page = log.list(user=args.user, action=args.action, queue=args.queue, since=since, until=until,
                         limit=args.limit, max_scan=max(10_000, args.limit * 10))
         trimmed = log.trimmed()
+    records = page.records[::-1]  # the newest `limit` that match, printed oldest first (newest last), like a log
     if getattr(args, "json", False):
-        for rec in page.records:
+        for rec in records:
             say(rec.to_json())
         return 0
     if trimmed is not None:
@@ -80,7 +81,7 @@ def _ls(args: argparse.Namespace) -> int:
     if not page.records:
         say("no audit records match")
         return 0
-    for r in reversed(page.records):  # oldest first, like a log
+    for r in records:
         what = " ".join(x for x in (r.queue and f"queue={r.queue}", r.count is not None and f"count={r.count}",
                                     r.task_ids and f"ids={','.join(r.task_ids[:5])}") if x)
         say(f"{r.when:%Y-%m-%d %H:%M:%S}Z #{r.seq} {r.user or '-'}({r.role or '-'}) {r.addr or '-'} "
@@ -91,7 +92,7 @@ def _ls(args: argparse.Namespace) -> int:
 def _refused(args: argparse.Namespace) -> int:
     since, until = _span(args)
     with _inspector(args) as insp:
-        rows = RefusedLog(insp.door).list(since=since, until=until, limit=args.limit)
+        rows = RefusedLog(insp.door).list(since=since, until=until, limit=args.limit)[::-1]  # newest last
     if getattr(args, "json", False):
         for c in rows:
             say(c.to_json())
@@ -99,7 +100,7 @@ def _refused(args: argparse.Namespace) -> int:
     if not rows:
         say("no refused or failed requests counted")
         return 0
-    for c in reversed(rows):
+    for c in rows:
         first = datetime.fromtimestamp(c.first, tz=UTC)
         ids = f" ids={','.join(c.task_ids[:5])}" if c.task_ids else ""
         say(f"{first:%Y-%m-%d %H:%M:%S}Z..{c.when:%H:%M:%S}Z x{c.count} {c.user or '-'} {c.addr or '-'} {c.action} "
@@ -139,17 +140,19 @@ def register(subparsers: Any) -> None:
     common.add_argument("--redis-url", default=argparse.SUPPRESS,
                         help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="JSON lines (ls, refused) or one JSON object (verify)")
+                        help="JSON lines (ls, refused; in the text's order, newest last) or one JSON object (verify)")
     audit = subparsers.add_parser("audit", help="the dashboard's audit log").add_subparsers(
         dest="audit_command", metavar="subcommand", required=True)
-    text = "list audit records (newest last), filtered by user, action, queue and time"
+    text = ("list audit records, filtered by user, action, queue and time: the newest --limit that match, oldest "
+            "first (newest last), in text and --json alike")
     p = audit.add_parser("ls", parents=[common], help=text, description=text)
     p.add_argument("--user", help="only this user's records")
     p.add_argument("--action", help="an action, or a prefix ending in * (e.g. 'tasks.*')")
     p.add_argument("--queue", help="only records about this queue")
     _times(p)
     p.set_defaults(func=_ls)
-    text = "refused and failed requests (failed logins, refused actions), counted per 5 minutes"
+    text = ("refused and failed requests (failed logins, refused actions), counted per 5 minutes: the newest "
+            "--limit, newest last, in text and --json alike")
     p = audit.add_parser("refused", parents=[common], help=text, description=text)
     _times(p)
     p.set_defaults(func=_refused)
@@ -166,4 +169,4 @@ def register(subparsers: Any) -> None:
 def _times(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", help="ISO date or time, UTC unless it names a zone")
     p.add_argument("--until", help="ISO date or time, UTC unless it names a zone")
-    p.add_argument("--limit", type=cliargs.positive, default=50, help="at most this many (default 50)")
+    p.add_argument("--limit", type=cliargs.positive, default=50, help="the newest this many (default 50)")

@@ -163,3 +163,26 @@ def test_verify_finds_the_dev_servers_audit_key_as_ls_finds_its_redis(r: redis.R
         assert res.returncode == 0 and res.stdout.startswith("audit chain intact: 3 record(s)"), res
     finally:
         state.unlock()
+
+
+def test_ls_and_refused_print_newest_last_in_text_and_json_alike(filled: list[str], r: redis.Redis, redis_url: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--json lists in the text's order (oldest first, newest last), and --limit keeps the newest N in both."""
+    u = ["--redis-url", redis_url]
+    _, text, _ = cli(["audit", "ls", *u], capsys)
+    assert [line.split()[2] for line in text.splitlines()] == [f"#{n}" for n in range(1, 9)]
+    _, out, _ = cli(["audit", "ls", "--json", *u], capsys)
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == list(range(1, 9))
+    _, text, _ = cli(["audit", "ls", "--limit", "3", *u], capsys)
+    assert [line.split()[2] for line in text.splitlines()] == ["#6", "#7", "#8"]
+    _, out, _ = cli(["audit", "ls", "--limit", "3", "--json", *u], capsys)
+    assert [json.loads(line)["queue"] for line in out.splitlines()] == ["q5", "q6", "q7"]
+
+    from inspector.auditrefused import RefusedLog
+
+    for n, user in enumerate(("ann", "bob", "cy")):
+        RefusedLog(r, clock=lambda n=n: 1_800_000_000.0 + 60 * n).count("login.failed", outcome="failed", user=user)
+    _, text, _ = cli(["audit", "refused", "--limit", "2", *u], capsys)
+    assert [line.split()[3] for line in text.splitlines()] == ["bob", "cy"]
+    _, out, _ = cli(["audit", "refused", "--limit", "2", "--json", *u], capsys)
+    assert [json.loads(line)["user"] for line in out.splitlines()] == ["bob", "cy"]

@@ -51,7 +51,7 @@ def test_a_login_flood_evicts_no_action(small_cap: None, two_workers: tuple[str,
     key = folder / ".asynqpy-audit.key"
     assert key.exists() and stat.S_IMODE(key.stat().st_mode) == 0o600
     ls = _cli("audit", "ls", "--user", "otto", "--json", "--redis-url", redis_url, cwd=folder)
-    assert [json.loads(x)["action"] for x in ls.stdout.splitlines()] == ["queue.pause", "login"], ls.stderr
+    assert [json.loads(x)["action"] for x in ls.stdout.splitlines()] == ["login", "queue.pause"], ls.stderr
     ok = _cli("audit", "verify", "--redis-url", redis_url, "--audit-dir", str(folder), cwd=folder)
     assert ok.returncode == 0 and "intact: 2 record(s), seq 1..2" in ok.stdout, ok.stdout + ok.stderr
     refused = _cli("audit", "refused", "--json", "--redis-url", redis_url, cwd=folder)

@@ -130,7 +130,7 @@ def test_audit_ls_and_verify(redis_url: str, r: redis.Redis, capsys: pytest.Capt
     code, out, _ = run(["audit", "ls", "--queue", "q2", *u], capsys, monkeypatch)
     assert code == 0 and len(out.splitlines()) == 1 and "ann(operator)" in out and "queue.pause ok" in out
     code, out, _ = run(["audit", "ls", "--json", *u], capsys, monkeypatch)
-    assert [json.loads(line)["seq"] for line in out.splitlines()] == [4, 3, 2, 1]
+    assert [json.loads(line)["seq"] for line in out.splitlines()] == [1, 2, 3, 4]  # newest last, as the text
     _tamper(r, ids[1], user="someone-else")
     code, out, _ = run(["audit", "verify", *u], capsys, monkeypatch)
     assert code == 1 and "BROKEN at record seq 2" in out and "edited" in out and ids[1] in out
