@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from asynqpy import cliargs
 from asynqpy.embedded import port_is_free, stop_process
-from asynqpy.errors import AsynqError, UsageError
+from asynqpy.errors import AsynqError, InvalidArgumentError, UsageError
 from asynqpy.plugins import DevContext, RunningAddon
 
 ADMIN = "admin"
@@ -34,14 +34,19 @@ log = logging.getLogger("asynqpy.dev.dashboard")
 def ensure_admin(users_path: str, password: str | None) -> str | None:
     """Make sure the users file has the admin account. Returns the password to print (a new generated one), or
     None when the account already existed (its password is then unchanged, unless `password` was given)."""
-    from webui.users import UsersFile, create_user
+    from webui.users import UsersFile, check_password, create_user
 
+    if password:
+        try:
+            check_password(password)
+        except InvalidArgumentError as exc:
+            raise UsageError(f"{ENV_PASSWORD}: {exc}") from None
     users = UsersFile(users_path)
     if users.exists() and users.get(ADMIN) is not None:
         if password:
             users.set_password(ADMIN, password)
         return None
-    fresh = password or secrets.token_urlsafe(12)
+    fresh = password or secrets.token_urlsafe(12)  # 16 characters (96 random bits): past MIN_PASSWORD
     create_user(users_path, ADMIN, "admin", fresh)
     return None if password else fresh
 

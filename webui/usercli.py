@@ -17,7 +17,18 @@ from typing import Any
 
 from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.terminal import say
-from webui.users import QUEUE_ROLES, ROLES, UserNotFoundError, UsersFile, check_name, check_password, parse_queue_role
+from webui.users import (
+    MIN_PASSWORD,
+    QUEUE_ROLES,
+    ROLES,
+    UserNotFoundError,
+    UsersFile,
+    check_name,
+    check_password,
+    parse_queue_role,
+)
+
+STDIN_HELP = f"read the password (at least {MIN_PASSWORD} characters) from one line of stdin"
 
 
 def _common() -> argparse.ArgumentParser:
@@ -173,12 +184,12 @@ def register(subparsers: Any) -> None:
     c = [_common()]
     user = subparsers.add_parser("user", help="manage dashboard users (names, roles, passwords)").add_subparsers(
         dest="user_command", metavar="subcommand", required=True)
-    text = "add a user (password from a prompt or --password-stdin)"
+    text = f"add a user (a password of at least {MIN_PASSWORD} characters, from a prompt or --password-stdin)"
     p = user.add_parser("add", parents=c, help=text, description=text)
     p.add_argument("name", help="the user's login name")
     p.add_argument("--role", choices=ROLES, required=True,
                    help="viewer reads; operator also acts on tasks and pauses queues; admin does everything")
-    p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
+    p.add_argument("--password-stdin", action="store_true", help=STDIN_HELP)
     p.add_argument("--replace", action="store_true", help="replace a user of that name")
     p.add_argument("--queue-role", action="append", metavar="PATTERN=ROLE",
                    help="a role on queues matching PATTERN (e.g. 'billing:*=operator'; role none hides them); "
@@ -192,7 +203,7 @@ def register(subparsers: Any) -> None:
         p = user.add_parser(name, parents=c, help=text, description=text)
         p.add_argument("name", help="the user's login name")
         if name == "passwd":
-            p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
+            p.add_argument("--password-stdin", action="store_true", help=STDIN_HELP)
         p.set_defaults(func=fn)
     p = user.add_parser("role", parents=c, help="change a user's role", description="change a user's role")
     p.add_argument("name", help="the user's login name")

@@ -54,6 +54,10 @@ MAX_PATTERN = 200
 DEFAULT_FILE = "asynqpy-users.toml"
 ENV_USERS = "ASYNQPY_WEB_USERS"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+# A dashboard password is a single factor, for which NIST SP 800-63B-4 (2024, section 3.1.1.2) requires at least
+# 15 characters (Rev. 3's floor was 8). Checked wherever a password is set (user add, passwd, the dev admin's),
+# counted in Unicode code points as NIST counts them; a login with an older, shorter one still works.
+MIN_PASSWORD = 15
 MAX_PASSWORD = 1024
 # scrypt at N=2**14, r=8, p=1 takes ~16 MiB and some tens of ms: slow for guessing, fine for a login.
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
@@ -152,8 +156,12 @@ def parse_queue_role(text: str) -> tuple[str, str]:
 
 
 def check_password(password: str) -> str:
+    """The password, when it may be set: MIN_PASSWORD to MAX_PASSWORD characters. Raises InvalidArgumentError."""
     if not isinstance(password, str) or not password:
         raise InvalidArgumentError("the password must not be empty", argument="password")
+    if len(password) < MIN_PASSWORD:
+        raise InvalidArgumentError(f"the password is {len(password)} character(s) long; it needs at least "
+                                   f"{MIN_PASSWORD} (a passphrase of a few words will do)", argument="password")
     if len(password) > MAX_PASSWORD:
         raise InvalidArgumentError(f"the password is longer than {MAX_PASSWORD} characters", argument="password")
     return password

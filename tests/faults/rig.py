@@ -18,6 +18,7 @@ from asynqpy.embedded import free_port
 from inspector import Inspector
 from tests.core.procs import ROOT, Proc
 from tests.faults.app import CRON
+from tests.webui.authkit import PASSWORDS
 from webui.users import create_user
 
 QUEUE = "faults"   # the worker's queue; the scheduler's entry enqueues here too
@@ -128,12 +129,12 @@ class Rig:
                                             cwd=self.workdir, **env)
 
     def start(self) -> Rig:
-        create_user(self.workdir / "users.toml", "otto", "operator", "operator-pass-1")
+        create_user(self.workdir / "users.toml", "otto", "operator", PASSWORDS["otto"])
         (self.workdir / "cron.yaml").write_text(CRON_YAML)
         for name in ("worker", "web", "exporter", "scheduler"):
             self._launch(name)
         self._ready()
-        self.browser.login("otto", "operator-pass-1")
+        self.browser.login("otto", PASSWORDS["otto"])
         return self
 
     def restart(self, name: str) -> None:
@@ -142,7 +143,7 @@ class Rig:
         self._launch(name)
         self._ready()
         if name == "web":
-            self.browser.login("otto", "operator-pass-1")
+            self.browser.login("otto", PASSWORDS["otto"])
 
     def _ready(self) -> None:
         procs = list(self.procs.values())

@@ -17,7 +17,9 @@ from flask.testing import FlaskClient
 from webui import create_app
 from webui.users import UsersFile, create_user
 
-PASSWORDS = {"vera": "viewer-pass-1", "otto": "operator-pass-1", "ada": "admin-pass-1"}
+# The one test password, past webui.users.MIN_PASSWORD; a test that needs several derives them from it.
+PASSWORD = "test-password-long-enough"
+PASSWORDS = {"vera": f"vera-{PASSWORD}", "otto": f"otto-{PASSWORD}", "ada": f"ada-{PASSWORD}"}
 ROLES = {"vera": "viewer", "otto": "operator", "ada": "admin"}
 SECRET = "test-secret-" + "x" * 40
 

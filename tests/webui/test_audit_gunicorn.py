@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from asynqpy import Client, Task
+from tests.webui.authkit import PASSWORDS
 from tests.webui.livekit import Browser, two_workers
 
 pytestmark = pytest.mark.slow
@@ -38,7 +39,7 @@ def test_a_login_flood_evicts_no_action(small_cap: None, two_workers: tuple[str,
     with Client(redis_url) as c:
         c.enqueue(Task("email", b"{}"), queue="billing")
     otto = Browser(base)
-    assert otto.login("otto", "operator-pass-1").status == 303
+    assert otto.login("otto", PASSWORDS["otto"]).status == 303
     assert otto.open("/queues/billing/pause", {"csrf_token": otto.token()}).status == 200
 
     def guess(i: int) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.webui.authkit import PASSWORDS
 from tests.webui.livekit import Browser, two_workers
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ def test_sessions_hold_across_workers_and_end_at_logout(two_workers: tuple[str, 
     key = folder / ".asynqpy-web.key"
     assert key.exists() and stat.S_IMODE(key.stat().st_mode) == 0o600
     b = Browser(base)
-    assert b.login("otto", "operator-pass-1").status == 303
+    assert b.login("otto", PASSWORDS["otto"]).status == 303
     statuses = {b.open("/").status for _ in range(12)}  # gunicorn spreads these over both workers
     assert statuses == {200}
     thief = Browser(base)
@@ -40,4 +41,4 @@ def test_throttling_is_shared_by_the_workers(two_workers: tuple[str, Path]) -> N
     base, _ = two_workers
     for _ in range(5):
         assert Browser(base).login("otto", "wrong").status == 401
-    assert {Browser(base).login("otto", "operator-pass-1").status for _ in range(4)} == {429}
+    assert {Browser(base).login("otto", PASSWORDS["otto"]).status for _ in range(4)} == {429}

@@ -14,7 +14,7 @@ from flask.testing import FlaskClient
 
 from inspector.audit import AuditLog
 from inspector.auditrefused import RefusedLog
-from tests.webui.authkit import form_token, login, make_app, token
+from tests.webui.authkit import PASSWORD, form_token, login, make_app, token
 from webui import users as users_mod
 from webui.users import create_user
 
@@ -72,10 +72,10 @@ def test_idle_and_absolute_timeouts(redis_url: str, users_path: Path) -> None:
 
 def test_removing_a_user_or_lowering_a_role_takes_effect_at_once(redis_url: str, tmp_path: Path) -> None:
     path = tmp_path / "users.toml"
-    create_user(path, "ann", "admin", "pw-ann-1")
+    create_user(path, "ann", "admin", PASSWORD)
     app = make_app(redis_url, path)
     c = app.test_client()
-    login(c, "ann", "pw-ann-1")
+    login(c, "ann", PASSWORD)
     assert c.get("/audit").status_code == 200
     users_mod.UsersFile(path).set_role("ann", "viewer")
     assert c.get("/audit").status_code == 403
@@ -187,14 +187,14 @@ def test_the_generated_key_file_is_private_and_shared(redis_url: str, users_path
 
 def test_a_password_change_ends_open_sessions(redis_url: str, tmp_path: Path) -> None:
     path = tmp_path / "users.toml"
-    create_user(path, "ann", "operator", "pw-ann-1")
+    create_user(path, "ann", "operator", PASSWORD)
     app = make_app(redis_url, path)
     c = app.test_client()
-    login(c, "ann", "pw-ann-1")
+    login(c, "ann", PASSWORD)
     assert c.get("/").status_code == 200
-    users_mod.UsersFile(path).set_password("ann", "pw-ann-2")  # as `asynqpy user passwd` or a hand edit would
+    users_mod.UsersFile(path).set_password("ann", f"new-{PASSWORD}")  # as `asynqpy user passwd` or a hand edit would
     assert c.get("/").status_code == 303
-    assert login(c, "ann", "pw-ann-2").status_code == 303 and c.get("/").status_code == 200
+    assert login(c, "ann", f"new-{PASSWORD}").status_code == 303 and c.get("/").status_code == 200
 
 
 def test_settings_from_the_environment(redis_url: str, users_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,12 +15,11 @@ import redis
 
 from asynqpy import Client, Task
 from tests.inspector.worker import Worker
-from tests.webui.authkit import queue_roles_file
+from tests.webui.authkit import PASSWORD, queue_roles_file
 from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect, sign_in
 from tests.webui.livekit import gunicorn_web
 
 DB = 13
-PASSWORD = "browser-access-pass-1"
 CARD = "4242424242424242"
 USERS = {"bill": ("viewer", {"billing:*": "operator"}), "vera": ("viewer", {})}
 RULES = '[redaction.types."payment:*"]\nfields = ["payload.card.number"]\nreveal_to = "operator"\n'

@@ -19,7 +19,7 @@ from inspector import Inspector
 from inspector.audit import AuditLog
 from inspector.auditrefused import RefusedLog
 from tests.helpers import wait_for
-from tests.webui.authkit import login, make_app, token
+from tests.webui.authkit import PASSWORD, login, make_app, token
 
 
 def _post(c: Any, path: str, data: dict[str, Any]) -> Any:
@@ -149,13 +149,13 @@ def test_a_hidden_queue_cannot_be_searched(redis_url: str, tmp_path: Path) -> No
     from webui.users import UsersFile
 
     path = tmp_path / "users.toml"
-    UsersFile(path).add("onlyb", "admin", "only-billing-pass-1", queue_roles={"billing:*": "admin", "*": "none"})
+    UsersFile(path).add("onlyb", "admin", PASSWORD, queue_roles={"billing:*": "admin", "*": "none"})
     app = make_app(redis_url, path)
     with Client(redis_url) as cl:
         cl.enqueue(Task("t", b"{}"), queue="hr")
         cl.enqueue(Task("t", b"{}"), queue="billing:eu")
     c = app.test_client()
-    assert login(c, "onlyb", "only-billing-pass-1").status_code == 303
+    assert login(c, "onlyb", PASSWORD).status_code == 303
     assert c.get("/queues/hr/find?q=type:t").status_code == 404
     assert _post(c, "/queues/hr/find/delete", {"q": "type:t"}).status_code == 404
     assert c.get("/queues/billing:eu/find?q=type:t").status_code == 200

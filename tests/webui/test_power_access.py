@@ -28,11 +28,10 @@ from asynqpy.typestats import bucket
 from inspector import Inspector
 from inspector.auditrefused import RefusedLog
 from tests.helpers import wait_for
-from tests.webui.authkit import queue_roles_file
+from tests.webui.authkit import PASSWORD, queue_roles_file
 from tests.webui.browserkit import CHROMIUM, expect, sign_in
 from tests.webui.livekit import Browser, Reply, live_app, signed_in
 
-PASSWORD = "power-roles-pass-1"
 # bill: viewer, operator on billing:*; onlyb: billing:* only; hank: admin but hr:* hidden; boss: admin everywhere
 USERS = {"bill": ("viewer", {"billing:*": "operator"}), "onlyb": ("viewer", {"billing:*": "operator", "*": "none"}),
          "hank": ("admin", {"hr:*": "none"}), "boss": ("admin", {})}

@@ -20,11 +20,10 @@ from inspector.audit import AuditLog
 from inspector.auditrefused import RefusedLog
 from inspector.models import ActiveWorker, SchedulerEntry, ServerInfo
 from tests.inspector.worker import Worker
-from tests.webui.authkit import app_on, form_token, login, queue_roles_file, token
+from tests.webui.authkit import PASSWORD, app_on, form_token, login, queue_roles_file, token
 from webui import access
 from webui.users import User
 
-PASSWORD = "queue-roles-pass-1"
 # bill: viewer, operator on billing:*; onlyb: billing:* only; hank: everything but hr:*
 USERS = {"bill": ("viewer", {"billing:*": "operator"}), "onlyb": ("viewer", {"billing:*": "operator", "*": "none"}),
          "hank": ("admin", {"hr:*": "none"}), "vic": ("viewer", {})}

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from inspector.webstate import SessionStore
-from tests.webui.authkit import make_app
+from tests.webui.authkit import PASSWORD, make_app
 from tests.webui.livekit import Browser, Clock, serve
 from webui.users import UsersFile, create_user
 
@@ -73,7 +73,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def two_workers(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     """Two dashboard servers on one Redis, one users file and one generated key: (base A, base B, users file)."""
     users = tmp_path / "asynqpy-users.toml"
-    create_user(users, "ann", "admin", "pw-ann-1")
+    create_user(users, "ann", "admin", PASSWORD)
     a, base_a = _start(redis_url, users)
     try:
         b, base_b = _start(redis_url, users)
@@ -88,7 +88,7 @@ def two_workers(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str, Path
 def _logged_in(base_a: str, base_b: str) -> tuple[Browser, Browser]:
     """ann logged in on A, and the same cookie on B, which has checked (and keeps) the session."""
     on_a = Browser(base_a)
-    assert on_a.login("ann", "pw-ann-1").status == 303
+    assert on_a.login("ann", PASSWORD).status == 303
     on_b = Browser(base_b)
     for cookie in on_a.jar:
         on_b.jar.set_cookie(cookie)
@@ -124,11 +124,11 @@ def test_a_password_change_ends_the_session_on_every_worker(two_workers: tuple[s
     base_a, base_b, users = two_workers
     _, on_b = _logged_in(base_a, base_b)
     done = subprocess.run([sys.executable, "-m", "asynqpy.cli", "user", "passwd", "ann", "--password-stdin",
-                           "--users", str(users), "--redis-url", redis_url], input=b"pw-ann-2\n",
+                           "--users", str(users), "--redis-url", redis_url], input=f"new-{PASSWORD}\n".encode(),
                           capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
     assert on_b.open("/servers", **POLL).status == 401  # the users file's stamp no longer matches: at once
-    assert Browser(base_b).login("ann", "pw-ann-2").status == 303
+    assert Browser(base_b).login("ann", f"new-{PASSWORD}").status == 303
 
 
 @pytest.mark.slow

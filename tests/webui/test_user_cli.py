@@ -14,8 +14,10 @@ import pytest
 import redis
 
 from asynqpy.cli import main
+from asynqpy.errors import InvalidArgumentError
 from inspector.audit import STREAM, AuditLog
-from webui.users import UsersFile, UsersFileError, verify_password
+from tests.webui.authkit import PASSWORD
+from webui.users import MIN_PASSWORD, UsersFile, UsersFileError, verify_password
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -31,14 +33,14 @@ def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixtur
     path = tmp_path / "users.toml"
     f = ["--users", str(path), "--redis-url", redis_url]
     code, out, _ = run(["user", "add", "ann", "--role", "admin", "--password-stdin", *f], capsys, monkeypatch,
-                       "s3cret pass\n")
+                       "s3cret pass phrase\n")
     assert code == 0 and "added ann (admin)" in out
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     data = tomllib.loads(path.read_text())
     assert data["users"]["ann"]["role"] == "admin"
-    assert verify_password(data["users"]["ann"]["password"], "s3cret pass")  # the trailing newline is not in it
+    assert verify_password(data["users"]["ann"]["password"], "s3cret pass phrase")  # the trailing newline is not in it
     assert "s3cret" not in path.read_text()
-    run(["user", "add", "bob", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "pw-bob\n")
+    run(["user", "add", "bob", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, f"bob-{PASSWORD}\n")
     code, out, _ = run(["user", "ls", *f], capsys, monkeypatch)
     assert code == 0 and out.split() == ["NAME", "ROLE", "QUEUE", "ROLES", "ann", "admin", "-", "bob", "viewer", "-"]
     code, out, _ = run(["user", "ls", "--json", *f], capsys, monkeypatch)
@@ -46,10 +48,10 @@ def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixtur
                                {"name": "bob", "role": "viewer", "queues": {}}]
 
     code, out, _ = run(["user", "passwd", "bob", "--password-stdin", *f], capsys,
-                       monkeypatch, "new-pw\n")
+                       monkeypatch, f"new-{PASSWORD}\n")
     assert code == 0 and "changed the password of bob" in out
-    assert UsersFile(path).authenticate("bob", "new-pw") is not None
-    assert UsersFile(path).authenticate("bob", "pw-bob") is None
+    assert UsersFile(path).authenticate("bob", f"new-{PASSWORD}") is not None
+    assert UsersFile(path).authenticate("bob", f"bob-{PASSWORD}") is None
     assert run(["user", "role", "bob", "operator", *f], capsys, monkeypatch)[0] == 0
     assert UsersFile(path).get("bob").role == "operator"  # type: ignore[union-attr]
     code, out, _ = run(["user", "rm", "bob", *f], capsys, monkeypatch)
@@ -65,7 +67,8 @@ def test_user_add_ls_passwd_role_rm(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_user_changes_stand_when_redis_is_down(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     f = ["--users", str(tmp_path / "u.toml"), "--redis-url", "redis://127.0.0.1:1/0"]
-    code, out, _ = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "p\n")
+    code, out, _ = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch,
+                       f"{PASSWORD}\n")
     assert code == 0 and "not in the audit log: Redis unreachable" in out
     assert UsersFile(tmp_path / "u.toml").get("ann") is not None
 
@@ -73,11 +76,12 @@ def test_user_changes_stand_when_redis_is_down(tmp_path: Path, capsys: pytest.Ca
 def test_user_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                              monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
     f = ["--users", str(tmp_path / "users.toml"), "--redis-url", redis_url]
-    run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "pw\n")
-    code, _, err = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "x\n")
+    run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, f"{PASSWORD}\n")
+    code, _, err = run(["user", "add", "ann", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch,
+                       f"{PASSWORD}\n")
     assert code == 2 and "already exists" in err
     code, _, err = run(["user", "add", "bad name", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch,
-                       "x\n")
+                       f"{PASSWORD}\n")
     assert code == 2 and "not allowed" in err
     code, _, err = run(["user", "add", "eve", "--role", "viewer", "--password-stdin", *f], capsys, monkeypatch, "")
     assert code == 2 and "stdin is empty" in err
@@ -91,9 +95,31 @@ def test_user_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
         run(["user", "add", "eve", "--role", "root", "--password-stdin", *f], capsys, monkeypatch, "x\n")
 
 
+def test_a_short_password_is_refused_wherever_one_is_set(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    """user add and user passwd refuse a password under MIN_PASSWORD characters (exit 2, one line, nothing
+    written); exactly MIN_PASSWORD is enough, counted in characters, not bytes."""
+    path = tmp_path / "users.toml"
+    f = ["--users", str(path), "--redis-url", redis_url]
+    for short in ("x", "a" * (MIN_PASSWORD - 1), "é" * (MIN_PASSWORD - 1)):
+        code, out, err = run(["user", "add", "eve", "--role", "admin", "--password-stdin", *f], capsys, monkeypatch,
+                             f"{short}\n")
+        assert (code, out) == (2, "") and err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"is {len(short)} character(s) long; it needs at least {MIN_PASSWORD}" in err
+    assert not path.exists()
+    code, _, _ = run(["user", "add", "eve", "--role", "admin", "--password-stdin", *f], capsys, monkeypatch,
+                     "b" * MIN_PASSWORD + "\n")
+    assert code == 0 and UsersFile(path).authenticate("eve", "b" * MIN_PASSWORD) is not None
+    code, _, err = run(["user", "passwd", "eve", "--password-stdin", *f], capsys, monkeypatch, "short-one\n")
+    assert code == 2 and f"at least {MIN_PASSWORD}" in err
+    assert UsersFile(path).authenticate("eve", "b" * MIN_PASSWORD) is not None  # unchanged
+    with pytest.raises(InvalidArgumentError, match=f"at least {MIN_PASSWORD}"):
+        UsersFile(path).set_password("eve", "short-one")  # the library refuses it too, not only the CLI
+
+
 def test_a_hand_edited_users_file(tmp_path: Path) -> None:
     path = tmp_path / "users.toml"
-    UsersFile(path).add("ann", "admin", "pw-1")
+    UsersFile(path).add("ann", "admin", PASSWORD)
     text = path.read_text().replace('role = "admin"', 'role = "operator"  # demoted by hand')
     path.write_text("# our team\n" + text)
     assert UsersFile(path).get("ann").role == "operator"  # type: ignore[union-attr]
@@ -143,7 +169,8 @@ def test_user_queue_roles(tmp_path: Path, capsys: pytest.CaptureFixture[str], mo
     path = tmp_path / "users.toml"
     f = ["--users", str(path), "--redis-url", redis_url]
     code, out, _ = run(["user", "add", "alice", "--role", "viewer", "--queue-role", "billing:*=operator",
-                        "--queue-role", "hr:*=none", "--password-stdin", *f], capsys, monkeypatch, "pw-alice\n")
+                        "--queue-role", "hr:*=none", "--password-stdin", *f], capsys, monkeypatch,
+                       f"alice-{PASSWORD}\n")
     assert code == 0 and "added alice (viewer; on queues billing:*=operator, hr:*=none)" in out
     assert tomllib.loads(path.read_text())["users"]["alice"]["queues"] == {"billing:*": "operator", "hr:*": "none"}
     alice = UsersFile(path).get("alice")
@@ -160,7 +187,7 @@ def test_user_queue_roles(tmp_path: Path, capsys: pytest.CaptureFixture[str], mo
     code, _, err = run(["user", "queue-role", "alice", "billing=boss", *f], capsys, monkeypatch)
     assert code == 2 and "unknown role 'boss'" in err and err.count("\n") == 1
     code, _, err = run(["user", "add", "bob", "--role", "viewer", "--queue-role", "nopattern", "--password-stdin",
-                        *f], capsys, monkeypatch, "pw\n")
+                        *f], capsys, monkeypatch, f"{PASSWORD}\n")
     assert code == 2 and "PATTERN=ROLE" in err and UsersFile(path).get("bob") is None
     assert run(["user", "queue-role", "alice", "--clear", *f], capsys, monkeypatch)[0] == 0
     assert UsersFile(path).get("alice").queues == ()  # type: ignore[union-attr]
@@ -177,7 +204,7 @@ def test_a_user_command_that_changes_nothing_writes_and_records_nothing(
     path = tmp_path / "users.toml"
     f = ["--users", str(path), "--redis-url", redis_url]
     assert run(["user", "add", "alice", "--role", "admin", "--queue-role", "hr:*=none", "--password-stdin", *f],
-               capsys, monkeypatch, "pw-alice\n")[0] == 0
+               capsys, monkeypatch, f"alice-{PASSWORD}\n")[0] == 0
     before, records = path.stat().st_mtime_ns, r.xlen(STREAM)
     assert run(["user", "queue-role", "alice", *f], capsys, monkeypatch) == \
         (0, "alice (admin) queue roles: hr:*=none\n", "")

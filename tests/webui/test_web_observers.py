@@ -15,6 +15,7 @@ import redis
 from asynqpy import Client, Task
 from asynqpy.rdb import keys
 from inspector import Inspector
+from tests.webui.authkit import PASSWORDS
 from tests.webui.livekit import Browser, gunicorn_web
 from webui.users import create_user
 
@@ -31,7 +32,7 @@ def _web(redis_url: str, folder: Path, env: Mapping[str, str], workers: int = 2)
 
 @pytest.fixture
 def folder(redis_url: str, tmp_path: Path) -> Path:
-    create_user(tmp_path / "asynqpy-users.toml", "otto", "operator", "operator-pass-1")
+    create_user(tmp_path / "asynqpy-users.toml", "otto", "operator", PASSWORDS["otto"])
     with Client(redis_url) as c:
         for q in QUEUES:
             for i in range(3):
@@ -46,7 +47,7 @@ def _calls(r: redis.Redis, command: str) -> int:
 def _browsers(bases: list[str], n: int) -> list[Browser]:
     out = [Browser(bases[i % len(bases)]) for i in range(n)]
     for b in out:
-        assert b.login("otto", "operator-pass-1").status == 303
+        assert b.login("otto", PASSWORDS["otto"]).status == 303
     return out
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from werkzeug.test import Client as WsgiClient
 
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import InvalidArgumentError, UsageError
 from asynqpy.plugins import DevContext, dev_addons
 from tests.helpers import wait_for
-from tests.webui.authkit import PASSWORDS, make_app
+from tests.webui.authkit import PASSWORD, PASSWORDS, make_app
 from webui import settings
 from webui.dev import ensure_admin
 from webui.proxy import wrap
-from webui.users import UsersFile
+from webui.users import MIN_PASSWORD, UsersFile, check_password
 
 
 def test_settings_layers(tmp_path: Path) -> None:
@@ -118,8 +118,30 @@ def test_dev_addon_starts_the_dashboard_with_an_admin(redis_url: str, tmp_path: 
     assert not (tmp_path / "dashboard.pid").exists()
     # a second start keeps the account and does not print a password again
     assert ensure_admin(str(tmp_path / "users.toml"), None) is None
-    assert ensure_admin(str(tmp_path / "users.toml"), "from-the-env-1") is None
-    assert UsersFile(tmp_path / "users.toml").authenticate("admin", "from-the-env-1") is not None
+    assert ensure_admin(str(tmp_path / "users.toml"), f"env-{PASSWORD}") is None
+    assert UsersFile(tmp_path / "users.toml").authenticate("admin", f"env-{PASSWORD}") is not None
+
+
+def test_dev_admin_password_meets_the_minimum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated admin password passes the users file's own check; a short ASYNQPY_ADMIN_PASSWORD stops
+    `asynqpy dev` with one line naming the variable, before any dashboard starts or any password changes."""
+    users = tmp_path / "users.toml"
+    printed = ensure_admin(str(users), None)
+    assert printed is not None and len(printed) >= MIN_PASSWORD and check_password(printed) == printed
+    with pytest.raises(UsageError, match=f"ASYNQPY_ADMIN_PASSWORD: .*at least {MIN_PASSWORD}"):
+        ensure_admin(str(users), "short")  # the account exists: not reset to a short one
+    assert UsersFile(users).authenticate("admin", printed) is not None
+    with pytest.raises(UsageError, match="ASYNQPY_ADMIN_PASSWORD"):
+        ensure_admin(str(tmp_path / "fresh.toml"), "short")  # nor made with one
+    assert not (tmp_path / "fresh.toml").exists()
+    monkeypatch.setenv("ASYNQPY_WEB_USERS", str(tmp_path / "other.toml"))
+    monkeypatch.setenv("ASYNQPY_ADMIN_PASSWORD", "x")
+    addon = next(a for a in dev_addons() if a.name == "dashboard")
+    parser = argparse.ArgumentParser()
+    addon.add_arguments(parser)
+    with pytest.raises(UsageError, match="ASYNQPY_ADMIN_PASSWORD"):
+        addon.start(DevContext("redis://127.0.0.1:1/0", tmp_path, parser.parse_args(["--web-port", str(_free())])))
+    assert not (tmp_path / "dashboard.pid").exists()
 
 
 def _free() -> int:
