@@ -9,10 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, abort, current_app, flash, g, redirect, request, url_for
+from werkzeug.exceptions import HTTPException
 
-from asynqpy.errors import AsynqError, QueueNotFoundError, TaskNotFoundError
+from asynqpy.errors import (
+    AsynqError,
+    FailedPreconditionError,
+    QueueNotFoundError,
+    TaskAlreadyArchivedError,
+    TaskNotFoundError,
+)
 from inspector.models import BatchResult
-from webui import audit, inspector, jobs, queuenames, snapshot
+from webui import audit, inspector, jobs, queuenames, render, snapshot, status_for
 from webui.auth import require_role
 from webui.queues import state_view
 from webui.render import is_htmx
@@ -31,6 +38,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "aggregating": ("run", "archive", "delete"),
 }
 TASK_ACTIONS = ("run", "archive", "delete", "cancel")
+# A row's action failing with these means the row was stale (the task is gone or in another state now), not
+# that Redis is in trouble (RedisUnavailableError, RedisCommandError: no refresh is tried then).
+STALE = (TaskNotFoundError, QueueNotFoundError, FailedPreconditionError, TaskAlreadyArchivedError, ValueError)
 MAX_IDS = 1000
 
 
@@ -83,13 +93,32 @@ def task_action(queue: str, task_id: str, action: str) -> Any:
         abort(404)
     try:
         return _task_action(queue, task_id, action)
-    except (TaskNotFoundError, QueueNotFoundError) as exc:
-        if request.form.get("back") != "task" or is_htmx():
+    except STALE as exc:
+        if is_htmx() and request.form.get("back") != "task":
+            return failed_with_fresh_rows(exc, queue, request.form.get("state", ""))
+        if not isinstance(exc, (TaskNotFoundError, QueueNotFoundError)) or request.form.get("back") != "task" \
+                or is_htmx():
             raise  # htmx: the message in place (#messages); a row's action: the error page
         # a plain form on the task page: redirect after the POST, so a reload does not send it again
         flash(f"{label(action, 'archived')} failed: {exc}", "error")
         to = "pages.overview" if isinstance(exc, QueueNotFoundError) else "queues.queue_page"
         return redirect(url_for(to, **({} if isinstance(exc, QueueNotFoundError) else {"queue": queue})), 303)
+
+
+def failed_with_fresh_rows(exc: Exception, queue: str, state: str) -> Any:
+    """A row's action failed because the row was stale (its task deleted, or moved on to another state, by a
+    worker or another user): the error in #messages, as any error, and the tab the row was on (state) rendered
+    again out of band, so the row leaves the table (or shows its new state) with the message. When the tab
+    cannot be rendered (no state sent, the queue gone too), the message alone."""
+    body, status, headers = render.error_page(exc, status_for(exc))
+    if state in ALLOWED:
+        try:
+            fresh, _ = state_view(queue, state, oob=True)
+        except (AsynqError, HTTPException):
+            pass
+        else:
+            body += fresh
+    return body, status, headers
 
 
 def _task_action(queue: str, task_id: str, action: str) -> Any:

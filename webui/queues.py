@@ -41,9 +41,10 @@ def search_args() -> dict[str, str]:
 
 
 def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", status: int = 200,
-               started_job: str = "") -> Any:
+               started_job: str = "", oob: bool = False) -> Any:
     """The queue page on one state's tab (also what actions render after changing something); started_job: a
-    background job this answer started, whose card the browser scrolls to (by the "all" buttons)."""
+    background job this answer started, whose card the browser scrolls to (by the "all" buttons); oob: the
+    partial marked for an out-of-band swap (beside an error message, webui.actions.failed_with_fresh_rows)."""
     if state not in STATES:
         abort(404)
     info = snapshot.queue_info(queue)
@@ -73,7 +74,7 @@ def state_view(queue: str, state: str, *, message: str = "", kind: str = "ok", s
     return page("queue.html", "partials/_queue.html", status=status, info=info, state=state, tasks=tasks,
                 result=result, search=flt, page_num=num, page_size=size, pages=pages, total=total,
                 groups=groups, group=group, message=message, kind=kind, now=inspector().now(), running=running,
-                jobs=recent_jobs(queue), started_job=started_job)
+                jobs=recent_jobs(queue), started_job=started_job, oob=oob)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import redis
 
+from inspector import Inspector
 from tests.webui.browserkit import ARTIFACTS, CHROMIUM, expect, sign_in
 from tests.webui.livekit import gunicorn_web
 from tests.webui.webkit import make_state
@@ -193,6 +194,41 @@ def test_task_page_actions(web: dict[str, Any], browser: Any, data: dict[str, An
     expect(page.locator("#messages")).to_contain_text(f"task {archived} deleted")
     expect(page.get_by_role("link", name="Errors")).to_be_visible()  # a whole page, not a fragment
     expect(page.locator(f'tr[data-task-id="{archived}"]')).to_have_count(0)
+    ctx.close()
+
+
+def test_a_stale_rows_failed_action_removes_the_row_and_shows_the_error(web: dict[str, Any], browser: Any,
+                                                                        data: dict[str, Any]) -> None:
+    """Rows another user deleted or replayed meanwhile: pressing their button shows the error and takes the row
+    out of the table at once (live refresh is off, so only the action's answer can have done it)."""
+    base = web["base"]
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    sign_in(page, base, "otto")
+    page.evaluate("() => localStorage.setItem('asynqpy.live', 'off')")
+    page.goto(f"{base}/queues/mail/archived")
+    gone, moved, kept = data["archived"][1], data["archived"][2], data["archived"][0]
+    rows = {t: page.locator(f'tr[data-task-id="{t}"]') for t in (gone, moved, kept)}
+    expect(rows[gone]).to_have_count(1)
+    with Inspector(web["url"]) as insp:
+        insp.delete_task("mail", gone)
+    page.wait_for_timeout(300)
+    expect(rows[gone]).to_have_count(1)  # stale: nothing redraws the table by itself
+
+    rows[gone].get_by_role("button", name="Replay").click()
+    expect(page.locator("#messages .message.error")).to_contain_text(f"no task '{gone}' in queue 'mail'")
+    expect(rows[gone]).to_have_count(0)
+    expect(rows[kept]).to_have_count(1)
+    expect(page.get_by_role("tab", name="Archived 2")).to_be_visible()
+
+    with Inspector(web["url"]) as insp:
+        insp.run_task("mail", moved)
+    rows[moved].get_by_role("button", name="Replay").click()  # now pending: Replay does not apply
+    expect(page.locator("#messages .message.error")).to_contain_text("does not apply to pending tasks")
+    expect(rows[moved]).to_have_count(0)
+    expect(rows[kept]).to_have_count(1)
+    expect(page.get_by_role("tab", name="Archived 1")).to_be_visible()
+    expect(page.get_by_role("tab", name="Pending 2")).to_be_visible()
     ctx.close()
 
 
