@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, abort, current_app, request
 from werkzeug.exceptions import HTTPException
 
 from asynqpy.errors import (
@@ -195,6 +195,19 @@ def health_inspector() -> Inspector:
     return insp
 
 
+# In a WSGI environ: (status, reason) of a request the server refused before the app saw it (webui.gunicornworker
+# sets it on a short request of its own, asking for our error page); a client cannot set it (only HTTP_* keys).
+REFUSED = "asynqpy.refused"
+
+
+def _refused_by_the_server() -> None:
+    """Before everything else (no session, no login redirect): the error page of a request the server refused."""
+    refused = request.environ.get(REFUSED)
+    if refused:
+        status, reason = refused
+        abort(status, description=reason)
+
+
 def _register(app: Flask) -> None:
     from webui import (
         access,
@@ -213,6 +226,7 @@ def _register(app: Flask) -> None:
         types,
     )
 
+    app.before_request(_refused_by_the_server)  # first: nothing else runs for such a request
     access.init_app(app)
     auth.init_app(app, inspector)  # headers, sessions, CSRF, the user loader, /login, /logout, /audit
     oidc.init_app(app)  # /login/oidc when ASYNQPY_OIDC_ISSUER is set
@@ -237,6 +251,7 @@ def _register(app: Flask) -> None:
 
     @app.errorhandler(404)
     @app.errorhandler(405)
+    @app.errorhandler(414)
     def not_found(exc: HTTPException) -> Any:
         if exc.code == 404 and (moved := queuenames.slash_redirect()) is not None:
             return moved  # typed with %2F where the dashboard writes ~2F

@@ -82,6 +82,7 @@ def run_web(args: argparse.Namespace) -> int:
     except ImportError:
         raise UsageError("the dashboard needs the web extra: pip install 'asynqpy[web]'") from None
     from webui import create_app, sampler
+    from webui.gunicornworker import MAX_REQUEST_LINE, Worker
     from webui.proxy import wrap
 
     cfg = app_settings(args)
@@ -91,7 +92,10 @@ def run_web(args: argparse.Namespace) -> int:
         raise UsageError(f"dashboard settings: {exc}") from None
     _warn_without_users(app.config)
     wsgi = wrap(app, prefix=prefix, trusted=cfg.get("ASYNQPY_TRUSTED_PROXIES", ()))
-    options = {"bind": args.bind, "workers": args.workers, "threads": args.threads, "worker_class": "gthread",
+    options = {"bind": args.bind, "workers": args.workers, "threads": args.threads, "worker_class": Worker,
+               # the longest request line gunicorn reads (its maximum, still a bound); a longer one gets the
+               # dashboard's own 414 page from the worker (webui.gunicornworker), not gunicorn's plain one
+               "limit_request_line": MAX_REQUEST_LINE,
                "accesslog": "-", "errorlog": "-", "graceful_timeout": 10, "timeout": 60,
                # gunicorn believes no forwarded header from anyone (its default trusts 127.0.0.1): the scheme,
                # host and prefix of a trusted proxy are webui.proxy's one job, the client address webui.security's

@@ -41,6 +41,10 @@ def error_page(exc: BaseException, status: int) -> tuple[str, int, dict[str, str
             text = str(exc.description)  # type: ignore[attr-defined]  # abort(404, description=...)
     elif status == 405:
         title, text = "Method not allowed", "This address does not take that kind of request."
+    elif status == 414:
+        title = "Address too long"
+        text = (f"The dashboard does not read addresses this long ({getattr(exc, 'description', None) or exc}). "
+                "Shorten the search or the filters in it, or start again from the queues.")
     elif down:
         title, text = "Redis is unavailable", str(exc).removeprefix("Redis is unavailable: ")
     elif isinstance(exc, RedisCommandError):

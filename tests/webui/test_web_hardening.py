@@ -6,9 +6,11 @@ and every URL a page holds (links, forms, live refresh) carries the prefix."""
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -80,6 +82,40 @@ def gunicorn(redis_url: str, users_path: Path) -> Iterator[str]:
     with gunicorn_web(redis_url, users_path, "--threads", "2", prefix="/asynq",
                       ASYNQPY_WEB_SECRET="hardening-test-secret-" + "z" * 30) as base:
         yield base
+
+
+def _raw_get(base: str, target: str) -> tuple[str, dict[str, str], str]:
+    """GET target over a plain socket (no client library between): the status line, headers and body."""
+    u = urlsplit(base)
+    with socket.create_connection((u.hostname, u.port), timeout=20) as s:
+        try:
+            s.sendall(f"GET {target} HTTP/1.1\r\nHost: {u.netloc}\r\n\r\n".encode())
+        except OSError:  # the server may close once it has refused the line; its answer is still there to read
+            pass
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.decode("utf-8", "replace").partition("\r\n\r\n")
+    status, *lines = head.split("\r\n")
+    return status, {k.lower(): v for k, _, v in (line.partition(": ") for line in lines)}, body
+
+
+@pytest.mark.slow
+def test_under_gunicorn_an_overlong_request_line_gets_the_dashboards_own_414_page(gunicorn: str) -> None:
+    """gunicorn reads at most 8190 bytes of a request line (its maximum: still a bound, so no client can make it
+    buffer more); past that the answer is the dashboard's own error page, under the prefix and with its headers,
+    not gunicorn's unstyled one. A line within the bound reaches the app (the old 4094 bytes did not)."""
+    b = Browser(gunicorn)
+    assert b.open("/asynq/healthz?pad=" + "a" * 6000).status == 200
+    for n in (8190, 50_000):
+        status, headers, body = _raw_get(gunicorn, "/asynq/queues/" + "q" * n)
+        assert status.startswith("HTTP/1.1 414 "), (status, body[:300])
+        assert headers["content-type"].startswith("text/html") and int(headers["content-length"]) == len(body.encode())
+        assert "frame-ancestors 'none'" in headers["content-security-policy"] and headers["connection"] == "close"
+        assert "<title>Address too long · asynqpy</title>" in body and "<h1>Address too long</h1>" in body
+        assert "longer than 8190 bytes" in body and 'href="/asynq/static/app.css"' in body
+        assert '<a href="/asynq/">Back to the queues</a>' in body and "gunicorn" not in body.lower()
+    assert b.open("/asynq/healthz").status == 200  # the worker goes on serving
 
 
 @pytest.mark.slow
