@@ -28,10 +28,26 @@ ERR_CANCELED = "context canceled"
 ERR_LEASE = "asynq: task lease expired"
 
 
+def _str_of(exc: BaseException) -> str:
+    """str(exc), as valid UTF-8: a lone surrogate (from a surrogateescape'd file name or argv, or a JSON string
+    cut inside an emoji) becomes its \\udcxx escape, since a TaskMessage's error_msg is a protobuf string that must
+    encode (and that Go rejects on decode if it is not UTF-8); a __str__ that raises gives a note saying so."""
+    try:
+        text = str(exc)
+    except Exception as err:  # the exception's own bug must not keep its task from being recorded
+        return f"<str() of the exception raised {type(err).__name__}>"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def error_text(exc: BaseException) -> str:
+    """The error_msg stored for a failed handler: asynq's text for a missing handler, else "<type>: <str>"."""
     if isinstance(exc, HandlerNotFound):
-        return str(exc)
-    text = str(exc)
+        return _str_of(exc)
+    text = _str_of(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -100,7 +116,7 @@ class Finisher:
             return
         at.ended = time.time()
         if isinstance(outcome, RevokeTask):
-            self._outcome(at, "revoked", str(outcome))
+            self._outcome(at, "revoked", _str_of(outcome))
             self.acker.done(q, msg.id, msg.unique_key)
             return
         if isinstance(outcome, StopRequested):

@@ -104,12 +104,27 @@ def unix_time(value: datetime, name: str) -> float:
     return value.timestamp()
 
 
+def check_utf8(value: str, name: str) -> str:
+    """Raises InvalidArgumentError for a str that has no UTF-8 form (a lone surrogate, as json.loads makes of a
+    string cut inside an emoji, or a surrogateescape'd file name): asynq stores it in a protobuf string, which
+    must be UTF-8 (Go refuses the message otherwise). An ASCII str is not encoded to be checked."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _bad(name, f"{name} {value[:40]!r} is not valid UTF-8 (a lone surrogate at position {exc.start}); "
+                             "asynq stores it as a protobuf string") from None
+    return value
+
+
 def check_queue(queue: str, name: str = "queue") -> str:
-    """Raises InvalidArgumentError for a queue name asynq cannot store (not a str, blank, or with braces)."""
+    """Raises InvalidArgumentError for a queue name asynq cannot store (not a str, blank, with braces, or not
+    UTF-8)."""
     if not isinstance(queue, str):
         raise _bad(name, f"{name} must be a str, not {type(queue).__name__}")
     if not queue.strip():
         raise _bad(name, "queue name must not be blank")
+    check_utf8(queue, name)
     if "{" in queue or "}" in queue:
         raise _bad(name, f"queue name {queue!r} must not contain '{{' or '}}' (they form the Redis hash tag)")
     return queue
@@ -168,12 +183,12 @@ def check_int(value: int, name: str, *, minimum: int = 0, maximum: int = 2**31 -
 
 
 def check_text(value: str, name: str) -> str:
-    """Raises InvalidArgumentError unless value is a non-blank str."""
+    """Raises InvalidArgumentError unless value is a non-blank str that has a UTF-8 form."""
     if not isinstance(value, str):
         raise _bad(name, f"{name} must be a str, not {type(value).__name__}")
     if not value.strip():
         raise _bad(name, f"{name} must not be blank")
-    return value
+    return check_utf8(value, name)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from asynqpy.errors import InvalidArgumentError
+from asynqpy.options import check_utf8
 from asynqpy.unixtime import utc_from_unix
 from asynqpy.wire import TaskMessage
 
@@ -50,7 +51,8 @@ class Task:
     MD5 of no bytes, as Go's `[]byte{}` does.
 
     Raises InvalidArgumentError (a ValueError) naming the argument: a type that is not a non-blank str, a
-    payload that is not bytes, headers that do not map str to str.
+    payload that is not bytes, headers that do not map str to str, a type or header with no UTF-8 form (a lone
+    surrogate).
     """
 
     type: str
@@ -62,6 +64,7 @@ class Task:
             raise InvalidArgumentError(f"task type must be a str, not {type(self.type).__name__}", argument="type")
         if not self.type.strip():
             raise InvalidArgumentError("task type must not be blank", argument="type")
+        check_utf8(self.type, "type")
         payload = self.payload
         if payload is not NIL_PAYLOAD and payload.__class__ is not bytes:  # (bytes as they are: the common case)
             if not isinstance(payload, (bytes, bytearray, memoryview)):
@@ -75,6 +78,8 @@ class Task:
         for k, v in headers.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise InvalidArgumentError("task headers must map str to str", argument="headers")
+            check_utf8(k, "headers")
+            check_utf8(v, "headers")
         object.__setattr__(self, "headers", MappingProxyType(headers))
 
     @property

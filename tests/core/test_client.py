@@ -131,6 +131,11 @@ def test_task_id_conflict(redis_url: str) -> None:
     ({"group": ""}, "group"),
     ({"retention": -5}, "retention"),
     ({"retries": 3}, "retries"),  # an unknown keyword is named too
+    # no UTF-8 form (a lone surrogate, as json.loads makes of a string cut inside an emoji): a protobuf string
+    # cannot hold it; it was a bare UnicodeEncodeError naming nothing
+    ({"queue": "q\ud83d"}, "queue"),
+    ({"task_id": "id-\udce9"}, "task_id"),
+    ({"group": "g\ud800"}, "group"),
 ])
 def test_bad_arguments_name_themselves(redis_url: str, r: redis.Redis, kwargs, word) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidArgumentError, match=word) as err:
@@ -149,6 +154,10 @@ def test_bad_tasks() -> None:
     assert err.value.argument == "payload"
     with pytest.raises(InvalidArgumentError, match="headers"):
         Task("t", b"", {"k": 1})  # type: ignore[dict-item]
+    for bad in (lambda: Task("t\ud83d"), lambda: Task("t", b"", {"k": "\udce9"}),
+                lambda: Task("t", b"", {"\ud800": "v"})):
+        with pytest.raises(InvalidArgumentError, match="not valid UTF-8"):
+            bad()
     with pytest.raises(InvalidArgumentError, match="Task") as err:
         Client("redis://127.0.0.1:1/0").enqueue("t")  # type: ignore[arg-type]
     assert err.value.argument == "task"

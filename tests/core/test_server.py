@@ -121,6 +121,36 @@ def test_skip_retry_archives_and_revoke_deletes(redis_url: str, r: redis.Redis) 
     assert r.zcard(keys.retry("default")) == 0
 
 
+def test_an_error_text_that_is_not_utf8_or_whose_str_raises_is_still_recorded(redis_url: str,
+                                                                              r: redis.Redis) -> None:
+    # error_msg is a protobuf string: a lone surrogate (a JSON string cut inside an emoji, a surrogateescape'd
+    # file name) failed its encoding, so the retry was never written and the task sat active until the
+    # recoverer retried it a minute or two later as "task lease expired", the real error lost.
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    mux = ServeMux()
+
+    @mux.handler("surrogate")
+    async def surrogate(t):  # type: ignore[no-untyped-def]
+        raise ValueError("name " + json.loads('"caf\\u00e9 \\ud83d"'))
+
+    @mux.handler("unprintable")
+    def unprintable(t):  # type: ignore[no-untyped-def]
+        raise Unprintable()
+
+    c = Client(redis_url)
+    a = c.enqueue(Task("surrogate"), max_retry=0).id
+    b = c.enqueue(Task("unprintable"), max_retry=3).id
+    with running(redis_url, mux, retry_delay=lambda n, e, t: 3600):
+        wait_for(lambda: r.zscore(keys.archived("default"), a) and r.zscore(keys.retry("default"), b),
+                 what="both failures recorded")
+    assert stored(r, a).error_msg == "ValueError: name café \\ud83d"
+    assert stored(r, b).error_msg == "Unprintable: <str() of the exception raised RuntimeError>"
+    assert stored(r, b).retried == 1
+
+
 def test_timeout_cancels_handler_with_asynq_text(redis_url: str, r: redis.Redis) -> None:
     mux = ServeMux()
     cancelled = threading.Event()

@@ -236,6 +236,13 @@ class GoPeer:
         args = [f"--task={q}={tid}" for q, tid in tasks]
         return json.loads(self._run("inspect", *args))
 
+    def act(self, *actions: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Go Inspector actions, run in order. Each: op (run, archive, delete, cancel, pause, unpause,
+        delete_queue, run_all_<state>, archive_all_<state>, delete_all_<state>), queue, id, group, force.
+
+        Returns per action {op, n} (n: the count a bulk action returns, else 1) or {op, error} (Go's text)."""
+        return _json_lines(self._run("act", stdin=json.dumps(list(actions))))
+
     def version(self) -> dict[str, Any]:
         """The asynq release the peer was built against and its features: {asynq, go, headers, ...}."""
         out: dict[str, Any] = json.loads(self._run("version"))

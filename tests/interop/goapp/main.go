@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	goapp <enqueue|work|inspect|version> --redis host:port [--db N] [--password pw] [flags]
+//	goapp <enqueue|work|inspect|act|version> --redis host:port [--db N] [--password pw] [flags]
 //	goapp cluster <enqueue|work|inspect> --addrs h1:p1,h2:p2 [--password pw] [flags]
 //
 // It builds against every asynq release from v0.23.0 on (tests/interop/goasynq.py): features that a release
@@ -66,6 +66,7 @@ var commands = map[string]func(fs *flag.FlagSet, common *commonFlags, args []str
 	"schedule": runSchedule,
 	"cluster":  clusterCommand,
 	"typed":    typedCommand,
+	"act":      actCommand,
 }
 
 func main() {
