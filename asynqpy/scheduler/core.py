@@ -52,6 +52,10 @@ LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
 EARLY_RETRY = 0.01  # seconds before a tick found early by Redis's clock (the offset was off) is tried again
+# The machine's clock counts as stepped (by an operator, NTP, a resumed VM) when it moved this many seconds more
+# or less than the monotonic clock between two readings: the offset to Redis is measured again at once, and the
+# heartbeat written, before any tick is judged due, late or skipped by the stepped clock.
+CLOCK_STEP = 1.0
 
 
 class Clock(Protocol):
@@ -65,8 +69,12 @@ class Clock(Protocol):
 class SystemClock:
     """The machine's clock."""
 
-    def now(self) -> float:
+    def machine(self) -> float:
+        """This machine's clock (time.time()), which an operator or NTP may step either way."""
         return time.time()
+
+    def now(self) -> float:
+        return self.machine()
 
     def sleep(self, seconds: float) -> Awaitable[None]:
         return asyncio.sleep(seconds)
@@ -80,7 +88,7 @@ class RedisClock(SystemClock):
         self.offset = 0.0
 
     def now(self) -> float:
-        return time.time() + self.offset
+        return self.machine() + self.offset
 
 
 @dataclass(frozen=True)
@@ -130,6 +138,9 @@ class Scheduler:
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._changed = True
+        self._last_read: tuple[float, float] | None = None  # the machine's and the monotonic clock, read together
+        self._read_mono: float | None = None  # the monotonic clock at the last _read() (None: an injected clock)
+        self._stepped = False  # the machine's clock was stepped and Redis's has not been read since
         self.failures = 0  # enqueue attempts that failed (Redis errors, refused enqueues)
         self.refused = 0  # ticks refused by their queue's backpressure limit (QueueFullError; among failures)
         self._refusals: dict[str, int] = {}  # entry id -> ticks refused in a row (logged at the first, then rarely)
@@ -218,20 +229,33 @@ class Scheduler:
         try:
             await ping(conn, url)
             await self._sync_clock(runner)
-            now = self.clock.now()
+            self._last_read, self._stepped = None, False
+            now = self._read()
             for e in self._snapshot():
                 await self._start_entry(runner, e, now)
             log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
             next_beat = now
             while not self._stopping and not (until and until()):
                 self._wake.clear()
-                now = self.clock.now()
+                now = self._read()
+                if self._stepped:  # no tick is judged by a stepped clock: Redis's is read again first
+                    if not await self._sync_clock(runner):
+                        await self._pause(RETRY_AFTER)
+                        continue
+                    self._stepped = False
+                    now = next_beat = self._read()  # the entries' times and expiry were written by the old clock
                 if self._changed or now >= next_beat:
                     self._changed = False
                     await self._beat(runner, now)
+                    now = self._read()  # the beat measured the offset again
                     next_beat = now + self.heartbeat_interval
+                if self._stepped:
+                    continue
                 wake_at = min(await self._fire_due(runner, now), next_beat)
-                delay = wake_at - self.clock.now()
+                if self._read_mono is not None:  # by the monotonic clock, whatever happens to the machine's
+                    delay = wake_at - now - (time.monotonic() - self._read_mono)
+                else:
+                    delay = wake_at - self.clock.now()
                 if delay > 0 and not self._changed and not self._stopping:
                     await self._pause(delay)
         finally:
@@ -355,23 +379,44 @@ class Scheduler:
         log.info("scheduler: enqueued %s (%s) for %s: task %s", e.task.type, e.spec, _iso(tick), opts.task_id)
         return "done"
 
-    async def _sync_clock(self, runner: AsyncRunner) -> None:
+    def _read(self) -> float:
+        """Now, by the scheduler's clock. The machine's clock (that SystemClock and RedisClock read) is read with
+        the monotonic clock: the loop sleeps by the latter (asyncio does), and when the two moved apart by more
+        than CLOCK_STEP since the last reading, the machine's clock was stepped (an operator, NTP, a resumed VM):
+        _stepped says so until Redis's clock is read again. Judged by the stepped clock, ticks would be skipped,
+        or held back, for as long as the step."""
+        if not isinstance(self.clock, SystemClock):
+            self._read_mono = None
+            return self.clock.now()
+        wall, mono = self.clock.machine(), time.monotonic()
+        if self._last_read is not None:
+            jump = (wall - self._last_read[0]) - (mono - self._last_read[1])
+            if abs(jump) > CLOCK_STEP:
+                log.warning("scheduler %s: this machine's clock was stepped by %+.1f s; reading Redis's clock again",
+                            self.id, jump)
+                self._stepped = True
+        self._last_read, self._read_mono = (wall, mono), mono
+        return wall + (self.clock.offset if isinstance(self.clock, RedisClock) else 0.0)
+
+    async def _sync_clock(self, runner: AsyncRunner) -> bool:
         """Measure this machine's clock against Redis's (when ticks are judged by Redis's clock); warn when
-        it is more than a second off. A Redis error, or a round trip too long to judge by, leaves the last offset."""
+        it is more than a second off. A Redis error, or a round trip too long to judge by, leaves the last offset
+        (False)."""
         if not isinstance(self.clock, RedisClock):
-            return
+            return True
         try:
-            measured = await redis_clock.measure(runner)
+            measured = await redis_clock.measure(runner, local=self.clock.machine)
         except Exception as exc:  # Redis trouble, noted as every step's: the last offset stays
             self.trouble.note(exc, "cannot read Redis's clock")
-            return
+            return False
         if measured is None:  # too long a round trip to judge the offset by (a partition, a long script)
-            return
+            return False
         before, self.clock.offset = self.clock.offset, measured.offset
         warn = redis_clock.WARN_OFFSET
         if abs(measured.offset) > warn and abs(measured.offset - before) > warn / 2:
             log.warning("scheduler %s: this machine's clock is %s; ticks follow Redis's clock", self.id,
                         redis_clock.describe(measured.offset))
+        return True
 
     async def _beat(self, runner: AsyncRunner, now: float) -> None:
         """Publish the entries where asynq's Inspector reads them (TTL two heartbeats)."""
