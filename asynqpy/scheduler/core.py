@@ -51,6 +51,9 @@ CLAIM_SLACK = 60.0
 LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
+# Seconds a stop waits for the step under way (a claim, a heartbeat), then for the entries' removal, when Redis
+# does not answer (frozen, a partition): without it, a stop would wait out the socket timeout twice.
+STOP_GRACE = 2.0
 EARLY_RETRY = 0.01  # seconds before a tick found early by Redis's clock (the offset was off) is tried again
 # The machine's clock counts as stepped (by an operator, NTP, a resumed VM) when it moved this many seconds more
 # or less than the monotonic clock between two readings: the offset to Redis is measured again at once, and the
@@ -136,6 +139,7 @@ class Scheduler:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._stop_requested: asyncio.Event | None = None
         self._stopping = False
         self._changed = True
         self._last_read: tuple[float, float] | None = None  # the machine's and the monotonic clock, read together
@@ -188,10 +192,12 @@ class Scheduler:
 
     def _poke(self) -> None:
         self._changed = True
-        loop, wake = self._loop, self._wake
+        loop, wake, stop = self._loop, self._wake, self._stop_requested
         if loop is not None and wake is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(wake.set)
+                if self._stopping and stop is not None:
+                    loop.call_soon_threadsafe(stop.set)
 
     def _snapshot(self) -> list[Entry]:
         with self._lock:
@@ -223,50 +229,77 @@ class Scheduler:
         """
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        if self._stopping:
+            self._stop_requested.set()
         url = self.redis_url or default_redis_url()
         conn = self._conn or aconnect(url)
         runner = AsyncRunner(conn)
+        serving = asyncio.ensure_future(self._serve(runner, conn, url, until))
+        stop_wait = asyncio.ensure_future(self._stop_requested.wait())
         try:
-            await ping(conn, url)
-            await self._sync_clock(runner)
-            self._last_read, self._stepped = None, False
-            now = self._read()
-            for e in self._snapshot():
-                await self._start_entry(runner, e, now)
-            log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
-            next_beat = now
-            while not self._stopping and not (until and until()):
-                self._wake.clear()
-                now = self._read()
-                if self._stepped:  # no tick is judged by a stepped clock: Redis's is read again first
-                    if not await self._sync_clock(runner):
-                        await self._pause(RETRY_AFTER)
-                        continue
-                    self._stepped = False
-                    now = next_beat = self._read()  # the entries' times and expiry were written by the old clock
-                if self._changed or now >= next_beat:
-                    self._changed = False
-                    await self._beat(runner, now)
-                    now = self._read()  # the beat measured the offset again
-                    next_beat = now + self.heartbeat_interval
-                if self._stepped:
-                    continue
-                wake_at = min(await self._fire_due(runner, now), next_beat)
-                if self._read_mono is not None:  # by the monotonic clock, whatever happens to the machine's
-                    delay = wake_at - now - (time.monotonic() - self._read_mono)
-                else:
-                    delay = wake_at - self.clock.now()
-                if delay > 0 and not self._changed and not self._stopping:
-                    await self._pause(delay)
+            await asyncio.wait({serving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not serving.done():  # stop(): the step under way (a claim, a heartbeat) gets STOP_GRACE to end
+                await asyncio.wait({serving}, timeout=STOP_GRACE)
+            if not serving.done():  # Redis does not answer (frozen, a partition): stop without it
+                log.warning("scheduler %s: stopping without waiting further for Redis (the step under way had "
+                            "not ended %.0f s after the stop)", self.id, STOP_GRACE)
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+            else:
+                serving.result()  # what the loop raised (RedisUnavailableError at start)
         finally:
+            stop_wait.cancel()
+            if not serving.done():  # arun itself was cancelled
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
             try:
-                await self._remove_entries(runner)
+                await asyncio.wait_for(self._remove_entries(runner), STOP_GRACE)
             except Exception as exc:  # Redis away at stop: the entries expire with their TTL
-                self.trouble.note(exc, "could not remove the entries at stop")
+                log.warning("scheduler %s: entries not removed at stop (%s); asynq:schedulers drops them within "
+                            "%.0f s", self.id, _one_line(exc) if str(exc) else f"no answer in {STOP_GRACE:.0f} s",
+                            2 * self.heartbeat_interval)
             if self._conn is None:
                 await conn.aclose()
-            self._loop = self._wake = None
+            self._loop = self._wake = self._stop_requested = None
             self._stopping = False
+
+    async def _serve(self, runner: AsyncRunner, conn: Any, url: str, until: Callable[[], bool] | None) -> None:
+        """Start the entries, then enqueue their ticks and write the heartbeat until stopped."""
+        assert self._wake is not None
+        await ping(conn, url)
+        await self._sync_clock(runner)
+        self._last_read, self._stepped = None, False
+        now = self._read()
+        for e in self._snapshot():
+            await self._start_entry(runner, e, now)
+        log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
+        next_beat = now
+        while not self._stopping and not (until and until()):
+            self._wake.clear()
+            now = self._read()
+            if self._stepped:  # no tick is judged by a stepped clock: Redis's is read again first
+                if not await self._sync_clock(runner):
+                    await self._pause(RETRY_AFTER)
+                    continue
+                self._stepped = False
+                now = next_beat = self._read()  # the entries' times and expiry were written by the old clock
+            if self._changed or now >= next_beat:
+                self._changed = False
+                await self._beat(runner, now)
+                now = self._read()  # the beat measured the offset again
+                next_beat = now + self.heartbeat_interval
+            if self._stepped:
+                continue
+            wake_at = min(await self._fire_due(runner, now), next_beat)
+            if self._read_mono is not None:  # by the monotonic clock, whatever happens to the machine's
+                delay = wake_at - now - (time.monotonic() - self._read_mono)
+            else:
+                delay = wake_at - self.clock.now()
+            if delay > 0 and not self._changed and not self._stopping:
+                await self._pause(delay)
 
     async def _pause(self, delay: float) -> None:
         assert self._wake is not None
@@ -453,6 +486,11 @@ class Scheduler:
                     mine.discard(other.id)
         for i in mine:
             await runner.run(state.delete_scheduler_history(i))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _iso(t: float) -> str:

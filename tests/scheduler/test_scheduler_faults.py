@@ -1,9 +1,13 @@
 """The scheduler outlives Redis error replies (real BUSY, OOM, READONLY): it says it is degraded, logs the
-trouble once, and enqueues the ticks that came due once Redis answers again."""
+trouble once, and enqueues the ticks that came due once Redis answers again; and it stops promptly when Redis
+is frozen."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +15,10 @@ import pytest
 import redis
 
 from asynqpy import Task
+from asynqpy.connection import SOCKET_TIMEOUT
 from asynqpy.embedded import EmbeddedServer
-from tests.redisfaults import busy, out_of_memory, read_only
+from asynqpy.scheduler import Scheduler
+from tests.redisfaults import busy, frozen, out_of_memory, read_only
 
 from .clocks import wait_for
 from .test_scheduler import Running
@@ -95,3 +101,29 @@ def test_a_bug_reply_is_logged_with_its_trace_once_and_the_scheduler_goes_on(
         r.close()
     bugs = [rec for rec in caplog.records if "unexpected error" in rec.getMessage()]
     assert len(bugs) == 1 and bugs[0].exc_info is not None
+
+
+def test_a_stop_while_redis_is_frozen_does_not_wait_out_the_socket_timeout(
+        servers: tuple[EmbeddedServer, EmbeddedServer], caplog: pytest.LogCaptureFixture) -> None:
+    """SIGSTOPped Redis (a hung host): the claim under way and the entries' removal would each wait for the
+    socket timeout (10 s); the stop gives them STOP_GRACE each, and the entries expire with their TTL."""
+    a, _ = servers
+    r = redis.Redis.from_url(a.url)
+    r.flushall()
+    s = Scheduler(a.url, heartbeat_interval=1)  # Redis's clock, as users run it
+    s.register("@every 1s", Task("tick", b""), queue="cron")
+    thread = threading.Thread(target=lambda: asyncio.run(s.arun()))
+    thread.start()
+    try:
+        wait_for(lambda: r.llen("asynq:{cron}:pending") >= 1, "a tick")
+        with caplog.at_level("INFO", logger="asynqpy.scheduler"), frozen(a):
+            time.sleep(1.5)  # the next tick's claim (or a heartbeat) is sent and waits for an answer
+            s.stop()
+            thread.join(SOCKET_TIMEOUT)  # without the bound: the rest of one socket timeout, then another
+            stopped_while_frozen = not thread.is_alive()
+    finally:
+        s.stop()
+        thread.join(30)
+        r.close()
+    assert stopped_while_frozen
+    assert "entries not removed at stop" in caplog.text
