@@ -160,7 +160,9 @@ def test_stopping_keeps_history_another_replica_still_lists(redis_url: str, r: r
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    # The app's directory, then this checkout (not whichever one the venv installed), as tests/core/procs.py does.
+    paths = (str(cwd), str(ROOT), os.environ.get("PYTHONPATH", ""))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     return subprocess.Popen([sys.executable, "-m", "asynqpy.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -195,6 +197,9 @@ def test_cli_runs_until_sigterm_and_removes_its_entries(how: str, tmp_path: Path
 
 @pytest.mark.parametrize(("args", "words"), [
     (["nomodule:scheduler"], "cannot load"),
+    (["asynqpy.scheduler:Scheduler"], "is a class"),  # not called: it would run with no entries
+    (["asynqpy:Task"], "is a class"),  # not called: a TypeError traceback
+    (["os:remove"], "needs arguments"),
     ([], "either APP"),
     (["--config", "missing.yaml"], "missing.yaml: cannot read"),
     (["--config", "cron.yaml", "--redis-url", "redis://:secret@127.0.0.1:1/0"],
