@@ -335,14 +335,14 @@ class Scheduler:
                                 "%.0f s late", e.id, e.spec, _iso(tick), _iso(e.next_tick or now), self.late_grace)
                     continue
                 fired = await self._fire(runner, e, tick, now, catch_up=False)
-                if fired != "done":
+                if fired != "done":  # tried again after a pause (not at once: its tick is in the past)
                     wake_at = min(wake_at, now + (EARLY_RETRY if fired == "early" else RETRY_AFTER))
                     break
                 e.next_tick = following
                 self._changed = True  # publish the new next and previous ticks at once
             else:
                 wake_at = now  # more due ticks than one wake-up handles: come straight back
-            if e.next_tick is not None:
+            if e.next_tick is not None and e.next_tick > now:
                 wake_at = min(wake_at, e.next_tick)
         return wake_at
 

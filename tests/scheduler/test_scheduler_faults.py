@@ -16,8 +16,9 @@ import redis
 
 from asynqpy import Task
 from asynqpy.connection import SOCKET_TIMEOUT
-from asynqpy.embedded import EmbeddedServer
+from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.scheduler import Scheduler
+from asynqpy.scheduler.core import RETRY_AFTER
 from tests.redisfaults import busy, frozen, out_of_memory, read_only
 
 from .clocks import wait_for
@@ -127,3 +128,31 @@ def test_a_stop_while_redis_is_frozen_does_not_wait_out_the_socket_timeout(
         r.close()
     assert stopped_while_frozen
     assert "entries not removed at stop" in caplog.text
+
+
+def test_a_tick_that_meets_redis_down_is_tried_again_after_a_pause_not_in_a_busy_loop(tmp_path: Path) -> None:
+    """Connection refused fails at once: the due tick is tried again every RETRY_AFTER (1 s), and enqueued when
+    Redis is back; it is not tried thousands of times a second (a past tick used to wake the loop at once)."""
+    port = free_port()
+    server = EmbeddedServer(port=port, data_dir=tmp_path).start()
+    s = Scheduler(server.url)  # the real clock: the pause between tries is real
+    s.register("@every 1s", Task("tick", b""), queue="cron")
+    thread = threading.Thread(target=lambda: asyncio.run(s.arun()))
+    thread.start()
+    r = redis.Redis.from_url(server.url)
+    try:
+        wait_for(lambda: r.llen("asynq:{cron}:pending") >= 1, "a tick")
+        server.stop()
+        wait_for(lambda: s.failures >= 1, "a tick that meets Redis down")
+        before = s.failures
+        time.sleep(3)
+        assert s.failures - before <= 3 / RETRY_AFTER + 3  # about one try a second; without the pause, thousands
+        server = EmbeddedServer(port=port, data_dir=tmp_path).start()
+        count = r.llen("asynq:{cron}:pending")
+        wait_for(lambda: r.llen("asynq:{cron}:pending") > count, "ticks once Redis is back")
+    finally:
+        s.stop()
+        thread.join(10)
+        r.close()
+        server.stop()
+    assert not thread.is_alive()
