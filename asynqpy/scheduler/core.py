@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -124,8 +125,12 @@ class Scheduler:
         zone(location)
         if catch_up not in ("none", "last"):
             raise InvalidArgumentError(f"catch_up must be 'none' or 'last', got {catch_up!r}", argument="catch_up")
+        heartbeat_interval = _seconds("heartbeat_interval", heartbeat_interval)
         if heartbeat_interval <= 0:
             raise InvalidArgumentError("heartbeat_interval must be positive", argument="heartbeat_interval")
+        late_grace = _seconds("late_grace", late_grace)
+        if late_grace < 0:
+            raise InvalidArgumentError("late_grace must be 0 or more seconds", argument="late_grace")
         self.redis_url = redis_url
         self.location = location
         self.catch_up = catch_up
@@ -486,6 +491,14 @@ class Scheduler:
                     mine.discard(other.id)
         for i in mine:
             await runner.run(state.delete_scheduler_history(i))
+
+
+def _seconds(name: str, value: object) -> float:
+    """value as a finite number of seconds. Raises InvalidArgumentError naming it (a nan or an infinite late_grace
+    made every claim fail; a nan heartbeat_interval every heartbeat)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidArgumentError(f"{name} must be a finite number of seconds, got {value!r}", argument=name)
+    return float(value)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ import redis
 from asynqpy import Task
 from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.scheduler import Scheduler
+from asynqpy.scheduler import PeriodicTaskManager, Scheduler, YamlFileProvider
 from asynqpy.wire import SchedulerEntry
 from inspector import Inspector
 
@@ -71,6 +71,15 @@ def test_register_errors_name_the_problem(redis_url: str) -> None:
         (lambda: s.register("@daily", "t"), "task", "asynqpy.Task"),  # type: ignore[arg-type]
         (lambda: s.unregister("nope"), "entry_id", "nope"),
         (lambda: Scheduler(redis_url, location="Mars/Base"), "location", "Mars/Base"),
+        # a nan late_grace made every claim fail (int(nan)); a nan heartbeat_interval every heartbeat
+        (lambda: Scheduler(redis_url, late_grace=float("nan")), "late_grace", "finite"),
+        (lambda: Scheduler(redis_url, late_grace=float("inf")), "late_grace", "finite"),
+        (lambda: Scheduler(redis_url, late_grace=-5), "late_grace", "0 or more"),
+        (lambda: Scheduler(redis_url, late_grace="60"), "late_grace", "finite"),  # type: ignore[arg-type]
+        (lambda: Scheduler(redis_url, heartbeat_interval=float("nan")), "heartbeat_interval", "finite"),
+        (lambda: Scheduler(redis_url, heartbeat_interval="10"), "heartbeat_interval", "finite"),  # type: ignore[arg-type]
+        (lambda: PeriodicTaskManager(YamlFileProvider("x.yaml"), float("inf")), "sync_interval", "finite"),
+        (lambda: PeriodicTaskManager(YamlFileProvider("x.yaml"), float("nan")), "sync_interval", "finite"),
     ]
     for call, arg, words in cases:
         with pytest.raises(InvalidArgumentError) as err:
