@@ -30,7 +30,9 @@ _DESCRIPTORS = {
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)", re.ASCII)
+# Go's longest time.Duration (2562047h47m16.854775807s); time.ParseDuration refuses a longer one.
+MAX_GO_DURATION = (2**63 - 1) / 1e9
 # How far ahead a cron spec is searched before it is declared never to fire (robfig/cron's limit).
 _SEARCH_YEARS = 5
 
@@ -53,6 +55,8 @@ def parse_go_duration(text: str) -> float:
             raise ValueError(f"invalid duration {text!r} (e.g. 30s, 1h30m, 500ms)")
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
+    if total > MAX_GO_DURATION:
+        raise ValueError(f"invalid duration {text!r}: longer than Go's longest, 2562047h47m16.854775807s")
     return total
 
 
@@ -202,11 +206,16 @@ class Cron(Schedule):
         return None
 
 
+def _digits(text: str) -> bool:
+    """Only ASCII digits, as Go's strconv.Atoi takes them (str.isdigit() is also true of '²' and '٣')."""
+    return text.isascii() and text.isdigit()
+
+
 def _number(spec: str, text: str, names: dict[str, int]) -> int:
     up = text.upper()
     if up in names:
         return names[up]
-    if not text.isdigit():
+    if not _digits(text):
         raise _bad(spec, f"{text!r} is not a number" + (" or a name" if names else ""))
     return int(text)
 
@@ -219,7 +228,7 @@ def _field(spec: str, text: str, lo: int, hi: int, what: str, names: dict[str, i
         rng, _, step_text = part.partition("/")
         step = 1
         if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not _digits(step_text) or int(step_text) == 0:
                 raise _bad(spec, f"bad step {step_text!r} in the {what} field")
             step = int(step_text)
         if rng in ("*", "?"):

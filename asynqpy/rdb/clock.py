@@ -8,6 +8,7 @@ Redis's time outside a script, and what it reports (a log warning, a metric, the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from asynqpy.rdb import state
@@ -30,11 +31,11 @@ class ClockOffset:
     round_trip: float
 
 
-async def measure(runner: AsyncRunner) -> ClockOffset | None:
+async def measure(runner: AsyncRunner, *, local: Callable[[], float] = time.time) -> ClockOffset | None:
     """One TIME round trip (on a Redis Cluster, one node's clock stands for all: they should agree); None when it
-    took longer than MAX_ROUND_TRIP (the offset is not to be used: callers keep the last one). Raises redis-py's
-    errors (the caller's loop treats them as Redis trouble)."""
-    t0, p0 = time.time(), time.perf_counter()
+    took longer than MAX_ROUND_TRIP (the offset is not to be used: callers keep the last one). local: this
+    machine's clock. Raises redis-py's errors (the caller's loop treats them as Redis trouble)."""
+    t0, p0 = local(), time.perf_counter()
     sec, usec = await runner.run(state.server_time())
     rtt = time.perf_counter() - p0
     if rtt > MAX_ROUND_TRIP:

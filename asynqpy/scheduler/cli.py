@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import pkgutil
 import sys
 from typing import Any
@@ -23,7 +24,17 @@ def load_scheduler(spec: str) -> Scheduler | PeriodicTaskManager:
         obj: Any = pkgutil.resolve_name(spec)
     except (ImportError, AttributeError, ValueError) as exc:
         raise UsageError(f"cannot load {spec!r}: {exc}") from exc
+    if isinstance(obj, type):  # a class is not called: Scheduler itself would run with no entries
+        raise UsageError(f"{spec} is a class, not a Scheduler or PeriodicTaskManager (name an instance, or a "
+                         "function returning one)")
     if callable(obj) and not isinstance(obj, (Scheduler, PeriodicTaskManager)):
+        try:
+            inspect.signature(obj).bind()
+        except TypeError:
+            raise UsageError(f"{spec} is a function that needs arguments; name a Scheduler or PeriodicTaskManager, "
+                             "or a function of none returning one") from None
+        except ValueError:  # no signature to inspect (some builtins): call it as it is
+            pass
         obj = obj()
     if not isinstance(obj, (Scheduler, PeriodicTaskManager)):
         raise UsageError(f"{spec} is a {type(obj).__name__}, not a Scheduler or PeriodicTaskManager")

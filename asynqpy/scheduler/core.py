@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -51,7 +52,14 @@ CLAIM_SLACK = 60.0
 LATEST_MIN_TTL = 7 * 86400
 MAX_TICKS_PER_WAKE = 100  # ticks of one entry handled per wake-up; the loop comes straight back for more
 RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
+# Seconds a stop waits for the step under way (a claim, a heartbeat), then for the entries' removal, when Redis
+# does not answer (frozen, a partition): without it, a stop would wait out the socket timeout twice.
+STOP_GRACE = 2.0
 EARLY_RETRY = 0.01  # seconds before a tick found early by Redis's clock (the offset was off) is tried again
+# The machine's clock counts as stepped (by an operator, NTP, a resumed VM) when it moved this many seconds more
+# or less than the monotonic clock between two readings: the offset to Redis is measured again at once, and the
+# heartbeat written, before any tick is judged due, late or skipped by the stepped clock.
+CLOCK_STEP = 1.0
 
 
 class Clock(Protocol):
@@ -65,8 +73,12 @@ class Clock(Protocol):
 class SystemClock:
     """The machine's clock."""
 
-    def now(self) -> float:
+    def machine(self) -> float:
+        """This machine's clock (time.time()), which an operator or NTP may step either way."""
         return time.time()
+
+    def now(self) -> float:
+        return self.machine()
 
     def sleep(self, seconds: float) -> Awaitable[None]:
         return asyncio.sleep(seconds)
@@ -80,7 +92,7 @@ class RedisClock(SystemClock):
         self.offset = 0.0
 
     def now(self) -> float:
-        return time.time() + self.offset
+        return self.machine() + self.offset
 
 
 @dataclass(frozen=True)
@@ -113,8 +125,12 @@ class Scheduler:
         zone(location)
         if catch_up not in ("none", "last"):
             raise InvalidArgumentError(f"catch_up must be 'none' or 'last', got {catch_up!r}", argument="catch_up")
+        heartbeat_interval = _seconds("heartbeat_interval", heartbeat_interval)
         if heartbeat_interval <= 0:
             raise InvalidArgumentError("heartbeat_interval must be positive", argument="heartbeat_interval")
+        late_grace = _seconds("late_grace", late_grace)
+        if late_grace < 0:
+            raise InvalidArgumentError("late_grace must be 0 or more seconds", argument="late_grace")
         self.redis_url = redis_url
         self.location = location
         self.catch_up = catch_up
@@ -128,8 +144,12 @@ class Scheduler:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._stop_requested: asyncio.Event | None = None
         self._stopping = False
         self._changed = True
+        self._last_read: tuple[float, float] | None = None  # the machine's and the monotonic clock, read together
+        self._read_mono: float | None = None  # the monotonic clock at the last _read() (None: an injected clock)
+        self._stepped = False  # the machine's clock was stepped and Redis's has not been read since
         self.failures = 0  # enqueue attempts that failed (Redis errors, refused enqueues)
         self.refused = 0  # ticks refused by their queue's backpressure limit (QueueFullError; among failures)
         self._refusals: dict[str, int] = {}  # entry id -> ticks refused in a row (logged at the first, then rarely)
@@ -177,10 +197,12 @@ class Scheduler:
 
     def _poke(self) -> None:
         self._changed = True
-        loop, wake = self._loop, self._wake
+        loop, wake, stop = self._loop, self._wake, self._stop_requested
         if loop is not None and wake is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(wake.set)
+                if self._stopping and stop is not None:
+                    loop.call_soon_threadsafe(stop.set)
 
     def _snapshot(self) -> list[Entry]:
         with self._lock:
@@ -212,37 +234,77 @@ class Scheduler:
         """
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._stop_requested = asyncio.Event()
+        if self._stopping:
+            self._stop_requested.set()
         url = self.redis_url or default_redis_url()
         conn = self._conn or aconnect(url)
         runner = AsyncRunner(conn)
+        serving = asyncio.ensure_future(self._serve(runner, conn, url, until))
+        stop_wait = asyncio.ensure_future(self._stop_requested.wait())
         try:
-            await ping(conn, url)
-            await self._sync_clock(runner)
-            now = self.clock.now()
-            for e in self._snapshot():
-                await self._start_entry(runner, e, now)
-            log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
-            next_beat = now
-            while not self._stopping and not (until and until()):
-                self._wake.clear()
-                now = self.clock.now()
-                if self._changed or now >= next_beat:
-                    self._changed = False
-                    await self._beat(runner, now)
-                    next_beat = now + self.heartbeat_interval
-                wake_at = min(await self._fire_due(runner, now), next_beat)
-                delay = wake_at - self.clock.now()
-                if delay > 0 and not self._changed and not self._stopping:
-                    await self._pause(delay)
+            await asyncio.wait({serving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not serving.done():  # stop(): the step under way (a claim, a heartbeat) gets STOP_GRACE to end
+                await asyncio.wait({serving}, timeout=STOP_GRACE)
+            if not serving.done():  # Redis does not answer (frozen, a partition): stop without it
+                log.warning("scheduler %s: stopping without waiting further for Redis (the step under way had "
+                            "not ended %.0f s after the stop)", self.id, STOP_GRACE)
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+            else:
+                serving.result()  # what the loop raised (RedisUnavailableError at start)
         finally:
+            stop_wait.cancel()
+            if not serving.done():  # arun itself was cancelled
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
             try:
-                await self._remove_entries(runner)
+                await asyncio.wait_for(self._remove_entries(runner), STOP_GRACE)
             except Exception as exc:  # Redis away at stop: the entries expire with their TTL
-                self.trouble.note(exc, "could not remove the entries at stop")
+                log.warning("scheduler %s: entries not removed at stop (%s); asynq:schedulers drops them within "
+                            "%.0f s", self.id, _one_line(exc) if str(exc) else f"no answer in {STOP_GRACE:.0f} s",
+                            2 * self.heartbeat_interval)
             if self._conn is None:
                 await conn.aclose()
-            self._loop = self._wake = None
+            self._loop = self._wake = self._stop_requested = None
             self._stopping = False
+
+    async def _serve(self, runner: AsyncRunner, conn: Any, url: str, until: Callable[[], bool] | None) -> None:
+        """Start the entries, then enqueue their ticks and write the heartbeat until stopped."""
+        assert self._wake is not None
+        await ping(conn, url)
+        await self._sync_clock(runner)
+        self._last_read, self._stepped = None, False
+        now = self._read()
+        for e in self._snapshot():
+            await self._start_entry(runner, e, now)
+        log.info("scheduler %s started: %d entries, location %s", self.id, len(self._snapshot()), self.location)
+        next_beat = now
+        while not self._stopping and not (until and until()):
+            self._wake.clear()
+            now = self._read()
+            if self._stepped:  # no tick is judged by a stepped clock: Redis's is read again first
+                if not await self._sync_clock(runner):
+                    await self._pause(RETRY_AFTER)
+                    continue
+                self._stepped = False
+                now = next_beat = self._read()  # the entries' times and expiry were written by the old clock
+            if self._changed or now >= next_beat:
+                self._changed = False
+                await self._beat(runner, now)
+                now = self._read()  # the beat measured the offset again
+                next_beat = now + self.heartbeat_interval
+            if self._stepped:
+                continue
+            wake_at = min(await self._fire_due(runner, now), next_beat)
+            if self._read_mono is not None:  # by the monotonic clock, whatever happens to the machine's
+                delay = wake_at - now - (time.monotonic() - self._read_mono)
+            else:
+                delay = wake_at - self.clock.now()
+            if delay > 0 and not self._changed and not self._stopping:
+                await self._pause(delay)
 
     async def _pause(self, delay: float) -> None:
         assert self._wake is not None
@@ -278,14 +340,14 @@ class Scheduler:
                                 "%.0f s late", e.id, e.spec, _iso(tick), _iso(e.next_tick or now), self.late_grace)
                     continue
                 fired = await self._fire(runner, e, tick, now, catch_up=False)
-                if fired != "done":
+                if fired != "done":  # tried again after a pause (not at once: its tick is in the past)
                     wake_at = min(wake_at, now + (EARLY_RETRY if fired == "early" else RETRY_AFTER))
                     break
                 e.next_tick = following
                 self._changed = True  # publish the new next and previous ticks at once
             else:
                 wake_at = now  # more due ticks than one wake-up handles: come straight back
-            if e.next_tick is not None:
+            if e.next_tick is not None and e.next_tick > now:
                 wake_at = min(wake_at, e.next_tick)
         return wake_at
 
@@ -355,23 +417,44 @@ class Scheduler:
         log.info("scheduler: enqueued %s (%s) for %s: task %s", e.task.type, e.spec, _iso(tick), opts.task_id)
         return "done"
 
-    async def _sync_clock(self, runner: AsyncRunner) -> None:
+    def _read(self) -> float:
+        """Now, by the scheduler's clock. The machine's clock (that SystemClock and RedisClock read) is read with
+        the monotonic clock: the loop sleeps by the latter (asyncio does), and when the two moved apart by more
+        than CLOCK_STEP since the last reading, the machine's clock was stepped (an operator, NTP, a resumed VM):
+        _stepped says so until Redis's clock is read again. Judged by the stepped clock, ticks would be skipped,
+        or held back, for as long as the step."""
+        if not isinstance(self.clock, SystemClock):
+            self._read_mono = None
+            return self.clock.now()
+        wall, mono = self.clock.machine(), time.monotonic()
+        if self._last_read is not None:
+            jump = (wall - self._last_read[0]) - (mono - self._last_read[1])
+            if abs(jump) > CLOCK_STEP:
+                log.warning("scheduler %s: this machine's clock was stepped by %+.1f s; reading Redis's clock again",
+                            self.id, jump)
+                self._stepped = True
+        self._last_read, self._read_mono = (wall, mono), mono
+        return wall + (self.clock.offset if isinstance(self.clock, RedisClock) else 0.0)
+
+    async def _sync_clock(self, runner: AsyncRunner) -> bool:
         """Measure this machine's clock against Redis's (when ticks are judged by Redis's clock); warn when
-        it is more than a second off. A Redis error, or a round trip too long to judge by, leaves the last offset."""
+        it is more than a second off. A Redis error, or a round trip too long to judge by, leaves the last offset
+        (False)."""
         if not isinstance(self.clock, RedisClock):
-            return
+            return True
         try:
-            measured = await redis_clock.measure(runner)
+            measured = await redis_clock.measure(runner, local=self.clock.machine)
         except Exception as exc:  # Redis trouble, noted as every step's: the last offset stays
             self.trouble.note(exc, "cannot read Redis's clock")
-            return
+            return False
         if measured is None:  # too long a round trip to judge the offset by (a partition, a long script)
-            return
+            return False
         before, self.clock.offset = self.clock.offset, measured.offset
         warn = redis_clock.WARN_OFFSET
         if abs(measured.offset) > warn and abs(measured.offset - before) > warn / 2:
             log.warning("scheduler %s: this machine's clock is %s; ticks follow Redis's clock", self.id,
                         redis_clock.describe(measured.offset))
+        return True
 
     async def _beat(self, runner: AsyncRunner, now: float) -> None:
         """Publish the entries where asynq's Inspector reads them (TTL two heartbeats)."""
@@ -408,6 +491,19 @@ class Scheduler:
                     mine.discard(other.id)
         for i in mine:
             await runner.run(state.delete_scheduler_history(i))
+
+
+def _seconds(name: str, value: object) -> float:
+    """value as a finite number of seconds. Raises InvalidArgumentError naming it (a nan or an infinite late_grace
+    made every claim fail; a nan heartbeat_interval every heartbeat)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidArgumentError(f"{name} must be a finite number of seconds, got {value!r}", argument=name)
+    return float(value)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _iso(t: float) -> str:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -130,8 +131,10 @@ class PeriodicTaskManager:
 
     def __init__(self, provider: ConfigProvider, sync_interval: float = 180.0, *,
                  scheduler: Scheduler | None = None, **scheduler_settings: Any) -> None:
-        if sync_interval <= 0:
-            raise InvalidArgumentError("sync_interval must be positive", argument="sync_interval")
+        if isinstance(sync_interval, bool) or not isinstance(sync_interval, int | float) \
+                or not math.isfinite(sync_interval) or sync_interval <= 0:
+            raise InvalidArgumentError(f"sync_interval must be a positive finite number of seconds, got "
+                                       f"{sync_interval!r}", argument="sync_interval")
         self.provider = provider
         self.sync_interval = float(sync_interval)
         self.scheduler = scheduler or Scheduler(**scheduler_settings)

@@ -132,6 +132,10 @@ def test_every_minute_through_both_transitions_fires_once_per_wall_minute(zone: 
     ("*/0 * * * *", "bad step"), ("5-1 * * * *", "backwards"), ("0 0 * FOO *", "not a number"),
     ("@every", "empty duration"), ("@every 10x", "invalid duration"), ("@fortnightly", "unknown descriptor"),
     ("CRON_TZ=Mars/Olympus 0 0 * * *", "unknown time zone"), ("0 0 30 2 *", "never fires"), ("", "empty"),
+    # digits that are not ASCII (str.isdigit() is true of them; int() takes '٣' and refuses '²')
+    ("0 0 ² * *", "not a number"), ("0 ٣ * * *", "not a number"), ("*/² * * * *", "bad step"),
+    ("0 0 1-² * *", "not a number"), ("@every ٣s", "invalid duration"),
+    ("@every 2562048h", "longer than Go's longest"),  # Go's time.ParseDuration refuses it too
 ])
 def test_bad_specs_name_the_spec(spec: str, words: str) -> None:
     with pytest.raises(InvalidArgumentError) as err:

@@ -23,7 +23,7 @@ import redis
 from asynqpy import Task
 from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.errors import InvalidArgumentError
-from asynqpy.scheduler import Scheduler
+from asynqpy.scheduler import PeriodicTaskManager, Scheduler, YamlFileProvider
 from asynqpy.wire import SchedulerEntry
 from inspector import Inspector
 
@@ -71,6 +71,15 @@ def test_register_errors_name_the_problem(redis_url: str) -> None:
         (lambda: s.register("@daily", "t"), "task", "asynqpy.Task"),  # type: ignore[arg-type]
         (lambda: s.unregister("nope"), "entry_id", "nope"),
         (lambda: Scheduler(redis_url, location="Mars/Base"), "location", "Mars/Base"),
+        # a nan late_grace made every claim fail (int(nan)); a nan heartbeat_interval every heartbeat
+        (lambda: Scheduler(redis_url, late_grace=float("nan")), "late_grace", "finite"),
+        (lambda: Scheduler(redis_url, late_grace=float("inf")), "late_grace", "finite"),
+        (lambda: Scheduler(redis_url, late_grace=-5), "late_grace", "0 or more"),
+        (lambda: Scheduler(redis_url, late_grace="60"), "late_grace", "finite"),  # type: ignore[arg-type]
+        (lambda: Scheduler(redis_url, heartbeat_interval=float("nan")), "heartbeat_interval", "finite"),
+        (lambda: Scheduler(redis_url, heartbeat_interval="10"), "heartbeat_interval", "finite"),  # type: ignore[arg-type]
+        (lambda: PeriodicTaskManager(YamlFileProvider("x.yaml"), float("inf")), "sync_interval", "finite"),
+        (lambda: PeriodicTaskManager(YamlFileProvider("x.yaml"), float("nan")), "sync_interval", "finite"),
     ]
     for call, arg, words in cases:
         with pytest.raises(InvalidArgumentError) as err:
@@ -160,7 +169,9 @@ def test_stopping_keeps_history_another_replica_still_lists(redis_url: str, r: r
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    # The app's directory, then this checkout (not whichever one the venv installed), as tests/core/procs.py does.
+    paths = (str(cwd), str(ROOT), os.environ.get("PYTHONPATH", ""))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     return subprocess.Popen([sys.executable, "-m", "asynqpy.cli", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -195,6 +206,9 @@ def test_cli_runs_until_sigterm_and_removes_its_entries(how: str, tmp_path: Path
 
 @pytest.mark.parametrize(("args", "words"), [
     (["nomodule:scheduler"], "cannot load"),
+    (["asynqpy.scheduler:Scheduler"], "is a class"),  # not called: it would run with no entries
+    (["asynqpy:Task"], "is a class"),  # not called: a TypeError traceback
+    (["os:remove"], "needs arguments"),
     ([], "either APP"),
     (["--config", "missing.yaml"], "missing.yaml: cannot read"),
     (["--config", "cron.yaml", "--redis-url", "redis://:secret@127.0.0.1:1/0"],

@@ -1,9 +1,13 @@
 """The scheduler outlives Redis error replies (real BUSY, OOM, READONLY): it says it is degraded, logs the
-trouble once, and enqueues the ticks that came due once Redis answers again."""
+trouble once, and enqueues the ticks that came due once Redis answers again; and it stops promptly when Redis
+is frozen."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,8 +15,11 @@ import pytest
 import redis
 
 from asynqpy import Task
-from asynqpy.embedded import EmbeddedServer
-from tests.redisfaults import busy, out_of_memory, read_only
+from asynqpy.connection import SOCKET_TIMEOUT
+from asynqpy.embedded import EmbeddedServer, free_port
+from asynqpy.scheduler import Scheduler
+from asynqpy.scheduler.core import RETRY_AFTER
+from tests.redisfaults import busy, frozen, out_of_memory, read_only
 
 from .clocks import wait_for
 from .test_scheduler import Running
@@ -95,3 +102,57 @@ def test_a_bug_reply_is_logged_with_its_trace_once_and_the_scheduler_goes_on(
         r.close()
     bugs = [rec for rec in caplog.records if "unexpected error" in rec.getMessage()]
     assert len(bugs) == 1 and bugs[0].exc_info is not None
+
+
+def test_a_stop_while_redis_is_frozen_does_not_wait_out_the_socket_timeout(
+        servers: tuple[EmbeddedServer, EmbeddedServer], caplog: pytest.LogCaptureFixture) -> None:
+    """SIGSTOPped Redis (a hung host): the claim under way and the entries' removal would each wait for the
+    socket timeout (10 s); the stop gives them STOP_GRACE each, and the entries expire with their TTL."""
+    a, _ = servers
+    r = redis.Redis.from_url(a.url)
+    r.flushall()
+    s = Scheduler(a.url, heartbeat_interval=1)  # Redis's clock, as users run it
+    s.register("@every 1s", Task("tick", b""), queue="cron")
+    thread = threading.Thread(target=lambda: asyncio.run(s.arun()))
+    thread.start()
+    try:
+        wait_for(lambda: r.llen("asynq:{cron}:pending") >= 1, "a tick")
+        with caplog.at_level("INFO", logger="asynqpy.scheduler"), frozen(a):
+            time.sleep(1.5)  # the next tick's claim (or a heartbeat) is sent and waits for an answer
+            s.stop()
+            thread.join(SOCKET_TIMEOUT)  # without the bound: the rest of one socket timeout, then another
+            stopped_while_frozen = not thread.is_alive()
+    finally:
+        s.stop()
+        thread.join(30)
+        r.close()
+    assert stopped_while_frozen
+    assert "entries not removed at stop" in caplog.text
+
+
+def test_a_tick_that_meets_redis_down_is_tried_again_after_a_pause_not_in_a_busy_loop(tmp_path: Path) -> None:
+    """Connection refused fails at once: the due tick is tried again every RETRY_AFTER (1 s), and enqueued when
+    Redis is back; it is not tried thousands of times a second (a past tick used to wake the loop at once)."""
+    port = free_port()
+    server = EmbeddedServer(port=port, data_dir=tmp_path).start()
+    s = Scheduler(server.url)  # the real clock: the pause between tries is real
+    s.register("@every 1s", Task("tick", b""), queue="cron")
+    thread = threading.Thread(target=lambda: asyncio.run(s.arun()))
+    thread.start()
+    r = redis.Redis.from_url(server.url)
+    try:
+        wait_for(lambda: r.llen("asynq:{cron}:pending") >= 1, "a tick")
+        server.stop()
+        wait_for(lambda: s.failures >= 1, "a tick that meets Redis down")
+        before = s.failures
+        time.sleep(3)
+        assert s.failures - before <= 3 / RETRY_AFTER + 3  # about one try a second; without the pause, thousands
+        server = EmbeddedServer(port=port, data_dir=tmp_path).start()
+        count = r.llen("asynq:{cron}:pending")
+        wait_for(lambda: r.llen("asynq:{cron}:pending") > count, "ticks once Redis is back")
+    finally:
+        s.stop()
+        thread.join(10)
+        r.close()
+        server.stop()
+    assert not thread.is_alive()
