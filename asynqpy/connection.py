@@ -135,7 +135,7 @@ def parse(url: str, *, cluster: bool = False) -> RedisURL:
         except ValueError as exc:
             raise _bad(url, str(exc)) from None
         database = unquote(path).strip("/")
-        if scheme != "unix" and database and not database.isdigit():  # (redis-py would silently use database 0)
+        if scheme != "unix" and database and not database.isdecimal():  # (redis-py would silently use database 0)
             raise _bad(url, f"the database after the host must be a number, not {database[:40]!r}")
         return RedisURL("single", url, tls=tls)
     if not hostlist:

@@ -112,7 +112,7 @@ class StateDir:
                 if attempt == 4:
                     holder = os.read(fd, 32).decode(errors="replace").strip()
                     os.close(fd)
-                    raise StateDirBusy(self.path, int(holder) if holder.isdigit() else 0) from None
+                    raise StateDirBusy(self.path, int(holder) if holder.isdecimal() else 0) from None
                 time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
@@ -135,7 +135,7 @@ class StateDir:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 text = os.read(fd, 32).decode(errors="replace").strip()
-                return int(text) if text.isdigit() else 0
+                return int(text) if text.isdecimal() else 0
             fcntl.flock(fd, fcntl.LOCK_UN)
             return None
         finally:

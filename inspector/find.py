@@ -105,7 +105,7 @@ def parse_cursor(cursor: str) -> tuple[str, int, str]:
         raise InvalidArgumentError(f"cursor must be a str, not {type(cursor).__name__}", argument="cursor")
     state, _, rest = cursor.partition(":")
     pos, _, group = rest.partition(":")
-    if state not in {s.value for s in TaskState} or not pos.isdigit() or bool(group) != (state == "aggregating"):
+    if state not in {s.value for s in TaskState} or not pos.isdecimal() or bool(group) != (state == "aggregating"):
         raise InvalidArgumentError(f"bad cursor {cursor!r} (one a find returned, like 'retry:500')",
                                    argument="cursor")
     return state, int(pos), group

@@ -180,7 +180,7 @@ def _term(raw: str, key: str, value: str, neg: bool) -> Term:
         return Term(base, "text", value.encode().lower().decode(), neg, source=raw)  # ASCII lower, as Lua
     if base == "retried":
         op, num = _comparison(raw, value, "a whole number")
-        if not num.isdigit():
+        if not num.isdecimal():  # (isdigit() is also true of "²", which int() refuses)
             raise _bad(raw, "retried takes a whole number (retried:>3)")
         return Term(base, op or "=", int(num), neg, source=raw)
     if base in ("age", "failed"):
@@ -272,7 +272,7 @@ def _json_holds(term: Term, payload: bytes) -> bool:
     for seg in term.path:
         if isinstance(value, dict):
             value = value.get(seg, _MISSING)
-        elif isinstance(value, list) and seg.isdigit() and int(seg) < len(value):
+        elif isinstance(value, list) and seg.isdecimal() and int(seg) < len(value):
             value = value[int(seg)]
         else:
             return False

@@ -359,7 +359,7 @@ def _contains(rec: TaskRecord, text: str) -> bool:
 def _mask_path(value: Any, segs: tuple[str, ...], where: str, m: Masking) -> Any:
     """value with the value at path segs replaced by MASK (lists walked element by element)."""
     if isinstance(value, list):
-        if segs[0].isdigit():
+        if segs[0].isdecimal():
             i = int(segs[0])
             if i >= len(value):
                 return value

@@ -56,6 +56,7 @@ def test_sentinel_form_with_both_passwords() -> None:
     ("redis+sentinel://s1:26379/a/b/c", "expected /<service>"),
     ("redis://h:6379/abc", "must be a number, not 'abc'"),  # (redis-py would use database 0 without a word)
     ("redis://h:6379/-1", "must be a number"),
+    ("redis://h:6379/\u00b2", "must be a number"),  # (str.isdigit() is true of it)
 ])
 def test_bad_urls_are_clear_errors(url: str, says: str) -> None:
     with pytest.raises(InvalidArgumentError, match=says) as info:

@@ -52,6 +52,7 @@ def test_quotes_keep_spaces_colons_and_escaped_quotes() -> None:
     ('error:"open', 'error:"open'), ('error:"x"y', 'error:"x"y'), ("type:", "type:"), ("payload.:1", "payload.:1"),
     ("payload.a..b:1", "payload.a..b:1"), ("header:x", "header:x"), ("retried.x:1", "retried.x:1"),
     ("payload.n:>abc", "payload.n:>abc"), (":x", ":x"), ("type:a ty\"pe:b", 'ty"'),
+    ("retried:>\u00b2", "retried:>\u00b2"),  # (str.isdigit() is true of a superscript two, which int() refuses)
 ])
 def test_bad_terms_are_named(text: str, names: str) -> None:
     with pytest.raises(InvalidArgumentError) as e:

@@ -51,6 +51,8 @@ def test_a_bad_term_is_a_400_naming_it(as_role: Any, state: dict[str, Any]) -> N
     assert resp.status_code == 400 and "'colour:red'" in _text(resp) and 'id="query-error"' in _text(resp)
     resp = c.get("/queues/mail/find?q=type:x&cursor=elsewhere")
     assert resp.status_code == 400 and "bad cursor" in _text(resp)
+    resp = c.get("/queues/mail/find?q=type:x&cursor=" + quote("pending:\u00b2"))  # a digit to isdigit(), not int()
+    assert resp.status_code == 400 and "bad cursor" in _text(resp)
     assert c.get("/queues/nope/find?q=type:x").status_code == 404
 
 
