@@ -11,6 +11,7 @@ from typing import Any
 
 from asynqpy import tracing
 from asynqpy.acker import Acker
+from asynqpy.cancelling import cancel_and_wait
 from asynqpy.errors import MalformedTaskError
 from asynqpy.fetch import Dequeued, Offer, Riders, dequeue_for, forget_dry
 from asynqpy.finisher import DeadlineExceeded, Finisher, StopRequested, task_deadline
@@ -378,10 +379,7 @@ class Processor:
         if not intake.done():
             log.warning("processor: Redis did not answer a fetch or hand-off within shutdown_timeout; giving it up "
                         "(a task it leased comes back by its lease)")
-            for t in (intake, self._fetch_task, self._lane_task):
-                if t is not None:
-                    t.cancel()
-            await asyncio.gather(intake, return_exceptions=True)
+            await cancel_and_wait([intake, self._fetch_task, self._lane_task])
             await self.handoff.close()
         try:
             await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - loop.time()))
@@ -418,9 +416,7 @@ class Processor:
         a word to Redis: their tasks come back when their leases lapse. A no-op after a stop() that ended."""
         running = [t for t in (self._fetch_task, self._lane_task, *(at.handle for at in self.rt.active.values()))
                    if t is not None and not t.done()]
-        for t in running:
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await cancel_and_wait(running)
         await self.handoff.close()
         self.threads.close()
 
