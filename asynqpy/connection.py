@@ -212,6 +212,16 @@ def aconnect(url: str, *, cluster: bool = False, **kwargs: Any) -> AsyncClient:
                 sentinel.master_for(p.service, redis_class=aredis.Redis, db=p.db, **_common(p, kwargs)))
 
 
+def socket_timeout_of(client: Any) -> float:
+    """The socket timeout of a (sync or asyncio) client's connections: the URL's socket_timeout= when it gives one
+    (redis-py's URL options win over connect()'s defaults), else SOCKET_TIMEOUT; SOCKET_TIMEOUT too when timeouts
+    are off (0 or None), for the bounds that count on one."""
+    pool = getattr(client, "connection_pool", None)  # one server, a Sentinel's primary
+    kwargs = getattr(pool, "connection_kwargs", None) or getattr(client, "connection_kwargs", None) or {}  # a cluster
+    timeout = kwargs.get("socket_timeout")
+    return float(timeout) if timeout else SOCKET_TIMEOUT
+
+
 def _node(cls: Any, host: str, port: int) -> Any:
     """A (sync or asyncio) ClusterNode: redis-py leaves its constructor untyped."""
     return cls(host, port)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from redis.crc import key_slot
 
+from asynqpy.cancelling import cancel_and_wait
 from asynqpy.connection import aconnect, is_cluster
 from asynqpy.rdb import broker, handoff_io, keys
 from asynqpy.rdb.async_runner import AsyncRunner
@@ -119,9 +120,7 @@ class HandoffListener:
         """End the lanes at once (a pop in flight is dropped: what it took comes back by its lease) and close the
         connections, without a word to Redis; stop() ends so, and the processor calls it when it gives stop() up."""
         self._stop = True
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         if self._closed:
             return
         self._closed = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from asynqpy.cancelling import cancel_and_wait
 from asynqpy.rdb.failures import Degraded, TroubleLog
 
 
@@ -51,9 +52,7 @@ class Loop:
     async def abort(self) -> None:
         """End the loop now, its current pass cancelled, without its last pass (a shutdown gave up on Redis)."""
         self._stop.set()
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
 
     async def probe(self) -> None:
         """With reports_success: one call (a PING) after a pass that met no failure while trouble lasts, which then

@@ -16,6 +16,7 @@ from asynqpy.fetch import Dequeued, Offer, Riders, dequeue_for, forget_dry
 from asynqpy.finisher import DeadlineExceeded, Finisher, StopRequested, task_deadline
 from asynqpy.handoff import HandoffListener
 from asynqpy.mux import Handler, ServeMux, route_of
+from asynqpy.processor_stop import ProcessorStop
 from asynqpy.rdb import broker
 from asynqpy.rdb.failures import Degraded, TroubleLog
 from asynqpy.runtime import ActiveTask, Runtime
@@ -31,9 +32,10 @@ log = logging.getLogger("asynqpy")
 FETCH_LANES = 2
 
 
-class Processor:
+class Processor(ProcessorStop):
     """Keeps up to `concurrency` handlers running. One dequeue script call fills all free slots of a queue;
-    successes go to the Acker in batches; failures are retried or archived by one script each."""
+    successes go to the Acker in batches; failures are retried or archived by one script each. Its stop (and the
+    give-back of tasks to their queues) is ProcessorStop's (asynqpy/processor_stop.py)."""
 
     def __init__(self, rt: Runtime, mux: ServeMux, acker: Acker, syncer: Syncer,
                  on_retry: Callable[[], None]) -> None:
@@ -357,80 +359,6 @@ class Processor:
         at.received.cancel()
         at.handle.cancel()
         return True
-
-    async def stop(self) -> None:
-        """Stop fetching and hand-offs; let handlers finish within shutdown_timeout, counted from now whatever
-        stopping the fetch loops and the hand-off lanes meets; then cancel what still runs and requeue it, all in
-        one round trip. While Redis does not answer, this returns within shutdown_timeout plus that round trip's
-        socket timeout: a dequeue or pop still waiting for its reply at shutdown_timeout is given up (what it
-        leased comes back by its lease), and a requeue that fails is held for the syncer, else left to the
-        recoverer of another worker once the lease lapses. Every step runs even if one before it failed."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.cfg.shutdown_timeout
-        self._fetching = False
-        self._stopping.set()
-        self._wake.set()
-        self._slot_freed()
-        self._busy.set()  # the second lane waits for it
-        # First the intake: a task a dequeue or hand-off still starts gets the same grace as those running.
-        intake = asyncio.ensure_future(self._stop_intake())
-        await asyncio.wait({intake}, timeout=max(0.0, deadline - loop.time()))
-        if not intake.done():
-            log.warning("processor: Redis did not answer a fetch or hand-off within shutdown_timeout; giving it up "
-                        "(a task it leased comes back by its lease)")
-            for t in (intake, self._fetch_task, self._lane_task):
-                if t is not None:
-                    t.cancel()
-            await asyncio.gather(intake, return_exceptions=True)
-            await self.handoff.close()
-        try:
-            await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - loop.time()))
-        except TimeoutError:
-            pass
-        try:
-            await self._requeue_unfinished()
-        finally:
-            # Handler threads still running are daemons: once their tasks are requeued the process may exit
-            # without them (it must not finish a task that another worker now runs).
-            self.threads.close()
-
-    async def _requeue_unfinished(self) -> None:
-        """Cancel the handlers still running and requeue their tasks, all in one round trip."""
-        left = [at for at in self.rt.active.values() if at.handle is not None and not at.handle.done()]
-        for at in left:
-            self.cancel(at.msg.id, "shutdown")  # its result writes are refused from now on (task.cancel())
-        if not left:
-            return
-        await asyncio.gather(*(at.handle for at in left if at.handle), return_exceptions=True)
-        log.info("processor: requeueing %d unfinished task(s)", len(left))
-        await self._requeue([(at.queue, at.msg.id) for at in left])
-        for at in left:
-            self.rt.active.pop(at.msg.id, None)
-
-    async def _requeue(self, tasks: list[tuple[str, str]]) -> None:
-        """Put (queue, id) tasks back at the front of their queues, in one round trip (held for the syncer on
-        transient trouble)."""
-        now = time.time()
-        await self.finisher.write_all_now([(tid, broker.requeue(q, tid, now=now)) for q, tid in tasks], what="requeue")
-
-    async def abort(self) -> None:
-        """End what a stop() that was given up left running (the fetch loops, the hand-off lanes, handlers), without
-        a word to Redis: their tasks come back when their leases lapse. A no-op after a stop() that ended."""
-        running = [t for t in (self._fetch_task, self._lane_task, *(at.handle for at in self.rt.active.values()))
-                   if t is not None and not t.done()]
-        for t in running:
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        await self.handoff.close()
-        self.threads.close()
-
-    async def _stop_intake(self) -> None:
-        await asyncio.gather(*(t for t in (self._fetch_task, self._lane_task) if t is not None),
-                             return_exceptions=True)
-        try:
-            await self.handoff.stop()
-        except Exception as exc:
-            log.error("processor: stopping the hand-off listener failed: %s", exc, exc_info=exc)
 
 
 def _settle(fut: asyncio.Future[None]) -> None:

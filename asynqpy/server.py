@@ -13,8 +13,8 @@ from typing import Any
 from asynqpy.acker import Acker
 from asynqpy.aggregator import Aggregator
 from asynqpy.config import ServerConfig
-from asynqpy.connection import SOCKET_TIMEOUT
 from asynqpy.connection import parse as parse_url
+from asynqpy.connection import socket_timeout_of
 from asynqpy.embedded import default_redis_url
 from asynqpy.errors import InvalidArgumentError
 from asynqpy.forwarder import Forwarder
@@ -252,8 +252,9 @@ class Server:
         rt.status = "stopped"
         log.info("stopping: no new tasks; waiting up to %ss for %d running", self.config.shutdown_timeout,
                  processor.running)
-        stopping = Stopping(asyncio.get_running_loop().time() + self.config.shutdown_timeout + SOCKET_TIMEOUT
-                            + STOP_MARGIN)
+        # (the socket timeout the connections use: a URL's socket_timeout= gives it)
+        stopping = Stopping(asyncio.get_running_loop().time() + self.config.shutdown_timeout
+                            + socket_timeout_of(rt.aredis) + STOP_MARGIN)
         await stopping.step("stopping the processor", processor.stop)
         # The acker and then the syncer (which holds what the acker could not write) stop last, each after a final
         # flush; the others stop together.

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from asynqpy.cancelling import cancel_and_wait
 from asynqpy.loop import Loop
 from asynqpy.rdb.failures import TroubleLog, is_transient
 
@@ -37,12 +38,7 @@ class Stopping:
                 if asyncio.get_running_loop().time() >= self.deadline:
                     self._give_up(what, "skipped")
                     return
-                try:
-                    async with asyncio.timeout_at(self.deadline):
-                        await fn()
-                except TimeoutError:
-                    if asyncio.get_running_loop().time() < self.deadline:
-                        raise  # a timeout of fn's own, not the deadline's
+                if not await self._by_deadline(fn):
                     self._give_up(what, "given up")
                 return
             except Exception as exc:
@@ -52,6 +48,21 @@ class Stopping:
                     continue
                 log.error("%s failed: %s: %s", what, type(exc).__name__, exc, exc_info=not is_transient(exc))
                 return
+
+    async def _by_deadline(self, fn: Callable[[], Awaitable[object]]) -> bool:
+        """Run fn in a task of its own: True once it ended by the deadline (its exception is raised), False when the
+        deadline came first; then it is cancelled until it has ended (see asynqpy.cancelling: one cancellation may
+        be lost, and the step would wait for Redis one more socket timeout), as when this step is cancelled."""
+        task = asyncio.ensure_future(fn())
+        try:
+            await asyncio.wait({task}, timeout=self.deadline - asyncio.get_running_loop().time())
+        finally:
+            if not task.done():
+                await cancel_and_wait([task])
+        if task.cancelled():
+            return False
+        task.result()
+        return True
 
     def _give_up(self, what: str, how: str) -> None:
         if not self._late:

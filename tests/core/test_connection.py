@@ -10,7 +10,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ClusterDownError, RedisClusterException, TryAgainError
 
 from asynqpy import AsyncClient, Client, ServeMux, Server, Task
-from asynqpy.connection import aconnect, cluster_url, connect, mask, parse
+from asynqpy.connection import SOCKET_TIMEOUT, aconnect, cluster_url, connect, mask, parse, socket_timeout_of
 from asynqpy.embedded import free_port
 from asynqpy.errors import InvalidArgumentError, RedisUnavailableError, mask_url
 from asynqpy.rdb.failures import is_redis_error, kind_of, reaching
@@ -71,6 +71,15 @@ def test_errors_and_mask_hide_passwords() -> None:
     assert mask("redis://user:pw@h:1/0") == "redis://user:***@h:1/0"
     with pytest.raises(InvalidArgumentError, match="must be a str"):
         connect(None)  # type: ignore[arg-type]
+
+
+def test_the_socket_timeout_is_the_urls_when_it_gives_one() -> None:
+    # (a shutdown's deadline counts on it: asynqpy/server.py)
+    assert socket_timeout_of(aconnect("redis://127.0.0.1:1/0")) == SOCKET_TIMEOUT
+    assert socket_timeout_of(aconnect("redis://127.0.0.1:1/0?socket_timeout=1.5")) == 1.5
+    assert socket_timeout_of(connect("redis://127.0.0.1:1/0?socket_timeout=2")) == 2.0
+    assert socket_timeout_of(aconnect("redis+sentinel://127.0.0.1:1/mymaster/0")) == SOCKET_TIMEOUT
+    assert socket_timeout_of(aconnect("redis+cluster://127.0.0.1:1/")) == SOCKET_TIMEOUT  # (makes no connection)
 
 
 def test_connect_single(redis_url: str) -> None:

@@ -56,12 +56,16 @@ def test_an_async_call_to_a_redis_that_answers_nothing_raises_within_the_socket_
     assert asyncio.run(enqueue()) < 2.5
 
 
+@pytest.mark.parametrize("socket_timeout", [None, 1.0], ids=["default socket timeout", "socket_timeout=1 in the URL"])
 def test_a_worker_stopped_while_redis_answers_nothing_cancels_its_handlers_at_shutdown_timeout_and_exits(
-        fault_server: EmbeddedServer, fault_url: str, tmp_path: Path) -> None:
+        fault_server: EmbeddedServer, fault_url: str, tmp_path: Path, socket_timeout: float | None) -> None:
+    # The bound is the socket timeout the worker's connections use: SOCKET_TIMEOUT, or the URL's socket_timeout=.
+    url = fault_url if socket_timeout is None else f"{fault_url}?socket_timeout={socket_timeout:g}"
+    timeout = SOCKET_TIMEOUT if socket_timeout is None else socket_timeout
     events = tmp_path / "events"
     ids = [Client(fault_url).enqueue(Task("sleepy", b"60"), retention=3600).id for _ in range(2)]
     settings = {"shutdown_timeout": SHUTDOWN_TIMEOUT, "heartbeat_interval": 1, "queues": {"default": 1}}
-    p = subprocess.Popen([sys.executable, "-m", "tests.core.apps", fault_url, "sleepy", json.dumps(settings)],
+    p = subprocess.Popen([sys.executable, "-m", "tests.core.apps", url, "sleepy", json.dumps(settings)],
                          cwd=ROOT, env={**os.environ, EVENTS: str(events)})
     try:
         wait_for(lambda: len(_events(events)) == 2, timeout=20, what="both handlers to start")
@@ -69,7 +73,7 @@ def test_a_worker_stopped_while_redis_answers_nothing_cancels_its_handlers_at_sh
             time.sleep(0.5)  # the loops' calls now wait for replies that do not come
             sent = time.time()
             p.send_signal(signal.SIGTERM)
-            bound = SHUTDOWN_TIMEOUT + SOCKET_TIMEOUT + 3  # (3 s for a slow machine)
+            bound = SHUTDOWN_TIMEOUT + timeout + 3  # (3 s for a slow machine)
             try:
                 p.wait(bound)
             except subprocess.TimeoutExpired:
@@ -78,7 +82,7 @@ def test_a_worker_stopped_while_redis_answers_nothing_cancels_its_handlers_at_sh
         cancelled = [t for e, _, t in _events(events) if e == "cancelled"]
         assert len(cancelled) == 2, _events(events)  # not run to their end
         assert all(SHUTDOWN_TIMEOUT - 0.2 < t - sent < SHUTDOWN_TIMEOUT + 1.5 for t in cancelled), (sent, cancelled)
-        assert took < SHUTDOWN_TIMEOUT + SOCKET_TIMEOUT + 2, took
+        assert took < SHUTDOWN_TIMEOUT + timeout + 2, took
     finally:
         if p.poll() is None:
             p.kill()
