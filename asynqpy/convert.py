@@ -125,6 +125,8 @@ def json_kind(value: Any) -> str:
 def type_name(tp: Any) -> str:
     if isinstance(tp, type) and not get_args(tp):
         return tp.__name__
+    if isinstance(tp, typing.NewType):
+        return tp.__name__
     return str(tp).replace("typing.", "")
 
 
@@ -143,6 +145,10 @@ def fit(value: Any, tp: Any, path: str) -> Any:
     simple = _SIMPLE.get(tp)
     if simple is not None:
         return simple(value, path)
+    if isinstance(tp, typing.NewType):  # UserId = NewType("UserId", int): its base type's form, the value as is
+        return fit(value, tp.__supertype__, path)
+    if typing.is_typeddict(tp):
+        return _fit_typeddict(value, tp, path)
     if isinstance(tp, type):
         cls: Any = tp
         if issubclass(tp, enum.Enum):
@@ -151,11 +157,16 @@ def fit(value: Any, tp: Any, path: str) -> Any:
             return _fit_dataclass(value, tp, path)
         if _is_model(tp):
             return _fit_model(value, tp, path)
+        if issubclass(tp, tuple) and hasattr(tp, "_fields"):
+            return _fit_namedtuple(value, tp, path)
         for base, conv in _SIMPLE.items():  # subclasses of the simple types (e.g. a str subclass)
             if issubclass(tp, base) and base is not bool:
                 return cls(conv(value, path))
-    if isinstance(value, tp if isinstance(tp, type) else ()):
-        return value
+    try:
+        if isinstance(value, tp if isinstance(tp, type) else ()):
+            return value
+    except TypeError:  # a type that refuses isinstance (a Protocol without runtime_checkable, ...)
+        pass
     raise Mismatch(path, f"expected {type_name(tp)}, got {json_kind(value)}")
 
 
@@ -176,8 +187,11 @@ def _fit_generic(value: Any, tp: Any, origin: Any, args: tuple[Any, ...], path: 
             raise errors[0]
         raise Mismatch(path, f"expected {type_name(tp)}, got {json_kind(value)}")
     if origin is Literal:
-        if value in args and all(type(value) is type(a) for a in args if a == value):
-            return value
+        # each literal by its JSON form (an enum member by its value), of the same JSON kind: true is not 1
+        for a in args:
+            form = a.value if isinstance(a, enum.Enum) else a
+            if form == value and type(form) is type(value):
+                return a
         raise Mismatch(path, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
     if origin in (list, set, frozenset, tuple) or origin in _SEQUENCE_ABCS:
         if not isinstance(value, list):
@@ -235,6 +249,52 @@ def _fit_dataclass(value: Any, tp: type, path: str) -> Any:
         return tp(**kwargs)
     except (TypeError, ValueError) as exc:  # the dataclass's own checks
         raise Mismatch(path, str(exc)) from None
+
+
+def _fit_typeddict(value: Any, tp: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise Mismatch(path, f"expected an object ({tp.__name__}), got {json_kind(value)}")
+    out = {}
+    for name, (hint, required) in _typeddict_keys(tp).items():
+        where = f"{path}.{name}"
+        if name in value:
+            out[name] = fit(value[name], hint, where)
+        elif required:
+            raise Mismatch(where, "is missing")
+    return out
+
+
+def _typeddict_keys(tp: Any) -> dict[str, tuple[Any, bool]]:
+    """Each key of a TypedDict: its annotation (Required/NotRequired taken off) and whether it is required.
+    Required/NotRequired are read from the annotations themselves: under `from __future__ import annotations`
+    Python 3.11's __required_keys__ does not see them."""
+    out = {}
+    for name, hint in typing.get_type_hints(tp, include_extras=True).items():
+        required = name in tp.__required_keys__
+        while True:
+            origin = get_origin(hint)
+            if origin is typing.Annotated:
+                hint = get_args(hint)[0]
+            elif origin is typing.Required or origin is typing.NotRequired:
+                required = origin is typing.Required
+                hint = get_args(hint)[0]
+            else:
+                break
+        out[name] = (hint, required)
+    return out
+
+
+def _fit_namedtuple(value: Any, tp: Any, path: str) -> Any:
+    if not isinstance(value, list):  # a tuple's form, as encode() writes it
+        raise Mismatch(path, f"expected an array ({tp.__name__}), got {json_kind(value)}")
+    fields: tuple[str, ...] = tp._fields
+    required = len(fields) - len(tp._field_defaults)
+    if not required <= len(value) <= len(fields):
+        want = str(len(fields)) if required == len(fields) else f"{required} to {len(fields)}"
+        raise Mismatch(path, f"expected an array of {want} items ({tp.__name__}), got {len(value)}")
+    hints = typing.get_type_hints(tp)
+    return tp(*(fit(v, hints.get(f, Any), f"{path}[{i}]") for i, (f, v) in enumerate(zip(fields, value,
+                                                                                        strict=False))))
 
 
 def _fit_model(value: Any, tp: Any, path: str) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, NewType, NotRequired, Protocol, Required, TypedDict
 from uuid import UUID
 
 import pydantic
@@ -66,6 +66,20 @@ def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
     """asyncio.run in a thread of its own (a loop may be running in this one, e.g. Playwright's)."""
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+UserId = NewType("UserId", int)
+
+
+class Shipment(TypedDict, total=False):  # under this module's `from __future__ import annotations`
+    carrier: Required[str]
+    weight: int
+    note: NotRequired[str | None]
+
+
+class Point(NamedTuple):
+    x: int
+    label: str = ""
 
 
 def make_mux() -> tuple[ServeMux, dict[str, TypedTask[Any, Any]]]:
@@ -266,6 +280,55 @@ def test_fit_of_generic_annotations() -> None:
         with pytest.raises(Mismatch) as err:
             fit(value, tp, "x")
         assert err.value.path == where
+
+
+def test_literals_of_enum_members_and_of_mixed_kinds() -> None:
+    # an enum member in a Literal travels as its value and comes back as the member
+    assert fit("pro", Literal[Tier.PRO], "t") is Tier.PRO
+    assert fit(2, Literal[Level.HIGH, "none"], "t") is Level.HIGH
+    # true is not 1 and 1 is not true, but each is accepted where the Literal lists it
+    assert fit(True, Literal[1, True], "l") is True
+    assert fit(1, Literal[1, True], "l") == 1 and fit(1, Literal[1, True], "l") is not True
+    for value, tp in [("free", Literal[Tier.PRO]), (False, Literal[0, 1]), (1, Literal[True])]:
+        with pytest.raises(Mismatch):
+            fit(value, tp, "l")
+
+    @task("lit:enum")
+    def pick(tier: Literal[Tier.PRO], flag: Literal[1, True]) -> None: ...
+    payload = pick.to_task(Tier.PRO, True).payload
+    assert payload == b'{"tier":"pro","flag":true}'
+    assert pick.decode(payload) == {"tier": Tier.PRO, "flag": True}
+
+
+def test_newtype_typeddict_and_namedtuple_annotations() -> None:
+    @task("t:shapes")
+    def ship(user: UserId, shipment: Shipment, at: Point, maybe: UserId | None = None) -> None: ...
+
+    payload = ship.to_task(UserId(7), {"carrier": "dhl", "weight": 2}, Point(1, "a")).payload
+    assert payload == b'{"user":7,"shipment":{"carrier":"dhl","weight":2},"at":[1,"a"]}'
+    assert ship.decode(payload) == {"user": 7, "shipment": {"carrier": "dhl", "weight": 2}, "at": Point(1, "a")}
+    assert ship.decode(b'{"user":7,"shipment":{"carrier":"x","extra":1},"at":[2]}')["at"] == Point(2, "")
+    for payload, field in [(b'{"user":"7","shipment":{"carrier":"x"},"at":[1]}', "user"),
+                           (b'{"user":7,"shipment":{"weight":1},"at":[1]}', "shipment.carrier"),  # Required
+                           (b'{"user":7,"shipment":{"carrier":"x","weight":"1"},"at":[1]}', "shipment.weight"),
+                           (b'{"user":7,"shipment":[],"at":[1]}', "shipment"),
+                           (b'{"user":7,"shipment":{"carrier":"x"},"at":[1,"a",3]}', "at"),
+                           (b'{"user":7,"shipment":{"carrier":"x"},"at":["1"]}', "at[0]")]:
+        with pytest.raises(PayloadMismatch) as err:
+            ship.decode(payload)
+        assert err.value.field == field, payload
+    with pytest.raises(InvalidArgumentError) as bad:
+        ship.to_task(UserId(1), {"weight": 1}, Point(1))
+    assert bad.value.argument == "shipment" and "carrier" in str(bad.value)
+
+
+def test_a_type_that_refuses_isinstance_is_a_mismatch_not_a_type_error() -> None:
+    class Sized(Protocol):  # not runtime_checkable: isinstance raises TypeError
+        def size(self) -> int: ...
+
+    with pytest.raises(Mismatch) as err:
+        fit([1], Sized, "x")
+    assert err.value.path == "x"
 
 
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
