@@ -130,6 +130,38 @@ def type_name(tp: Any) -> str:
     return str(tp).replace("typing.", "")
 
 
+def unresolved(tp: Any) -> str | None:
+    """Why values of the annotation tp could never be converted because a type inside it (a dataclass,
+    TypedDict or NamedTuple at any depth) has annotations that do not resolve, e.g. a name defined nowhere
+    the class's module can see; None when every one resolves. Recursive types are walked once."""
+    seen: set[int] = set()
+
+    def walk(t: Any) -> str | None:
+        if id(t) in seen:
+            return None
+        seen.add(id(t))
+        origin = get_origin(t)
+        if origin is Literal:  # its arguments are values, not types
+            return None
+        nested = list(get_args(t))
+        if origin is not None:
+            nested.append(origin)
+        if isinstance(t, typing.NewType):
+            nested.append(t.__supertype__)
+        if isinstance(t, type) and (dataclasses.is_dataclass(t) or typing.is_typeddict(t)
+                                    or (issubclass(t, tuple) and hasattr(t, "_fields"))):
+            try:
+                nested.extend(typing.get_type_hints(t, include_extras=True).values())
+            except Exception as exc:
+                return f"the annotations of {t.__qualname__} do not resolve: {exc}"
+        for n in nested:
+            why = walk(n)
+            if why is not None:
+                return why
+        return None
+    return walk(tp)
+
+
 def fit(value: Any, tp: Any, path: str) -> Any:
     """value (decoded JSON) checked against the annotation tp and converted to it. Raises Mismatch naming the
     path. An absent annotation (inspect's empty, Any, object) takes any JSON value as it is."""

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from asynqpy.convert import Mismatch, encode, fit
+from asynqpy.convert import Mismatch, encode, fit, unresolved
 from asynqpy.errors import HandlerNotFound, InvalidArgumentError, SkipRetry, UsageError
 from asynqpy.options import TaskOptions, options_from
 from asynqpy.task import ReceivedTask, Task, TaskInfo
@@ -275,6 +275,9 @@ def _parameters(fn: Callable[..., Any], sig: inspect.Signature,
     params, extra, task_param = [], None, None
     for p in sig.parameters.values():
         ann = hints.get(p.name, inspect.Parameter.empty)
+        why = unresolved(ann)
+        if why is not None:  # found now, not as a NameError in every enqueue and every run
+            raise InvalidArgumentError(f"task {task_type!r}: parameter {p.name}: {why}", argument=p.name)
         if ann is ReceivedTask:
             task_param = p.name
         elif p.kind is inspect.Parameter.VAR_POSITIONAL:

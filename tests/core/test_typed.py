@@ -82,6 +82,11 @@ class Point(NamedTuple):
     label: str = ""
 
 
+@dataclasses.dataclass
+class Broken:
+    part: Nowhere  # type: ignore[name-defined]  # noqa: F821  # resolves nowhere: refused when decorated
+
+
 def make_mux() -> tuple[ServeMux, dict[str, TypedTask[Any, Any]]]:
     mux = ServeMux()
 
@@ -329,6 +334,14 @@ def test_a_type_that_refuses_isinstance_is_a_mismatch_not_a_type_error() -> None
     with pytest.raises(Mismatch) as err:
         fit([1], Sized, "x")
     assert err.value.path == "x"
+
+
+def test_a_nested_type_whose_annotations_do_not_resolve_is_refused_when_decorated() -> None:
+    with pytest.raises(InvalidArgumentError) as err:
+        @task("t:broken")
+        def uses(items: list[Broken]) -> None: ...
+    assert err.value.argument == "items"
+    assert "Broken" in str(err.value) and "Nowhere" in str(err.value)
 
 
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
