@@ -272,6 +272,14 @@ def _parameters(fn: Callable[..., Any], sig: inspect.Signature,
     except Exception as exc:  # an annotation that does not resolve
         raise InvalidArgumentError(f"task {task_type!r}: the annotations of {fn!r} do not resolve: {exc}",
                                    argument="fn") from None
+    first = next(iter(sig.parameters.values()), None)
+    owner = getattr(fn, "__qualname__", "").split(".")[-2:-1]
+    if first is not None and first.name in ("self", "cls") and owner and owner[0] != "<locals>":
+        # a function of a class body: the worker would call it without its instance or class
+        raise InvalidArgumentError(
+            f"task {task_type!r}: {fn.__qualname__} is a method ({first.name!r} cannot travel in a payload); "
+            f"make the task a module-level function or a @staticmethod, or decorate a bound method "
+            f"(mux.task(...)(instance.method))", argument="fn")
     params, extra, task_param = [], None, None
     for p in sig.parameters.values():
         ann = hints.get(p.name, inspect.Parameter.empty)

@@ -23,6 +23,7 @@ import redis
 from asynqpy import AsyncClient, Client, InvalidArgumentError, ReceivedTask, ServeMux, TaskOptions, TaskState
 from asynqpy.convert import Mismatch, encode, fit, go_time
 from asynqpy.rdb import keys
+from asynqpy.testing import run_task
 from asynqpy.typed import PayloadMismatch, TypedTask, describe, dumps, registered, task
 from asynqpy.wire import decode_task_message
 from tests.helpers import running, wait_for
@@ -342,6 +343,40 @@ def test_a_nested_type_whose_annotations_do_not_resolve_is_refused_when_decorate
         def uses(items: list[Broken]) -> None: ...
     assert err.value.argument == "items"
     assert "Broken" in str(err.value) and "Nowhere" in str(err.value)
+
+
+def test_a_method_of_a_class_body_is_refused_and_bound_or_static_ones_work() -> None:
+    mux = ServeMux()
+    with pytest.raises(InvalidArgumentError, match=r"Mailer.send is a method \('self'") as err:
+        class Mailer:
+            @mux.task("m:self")
+            def send(self, to: str) -> None: ...
+    assert err.value.argument == "fn"
+    with pytest.raises(InvalidArgumentError, match="'cls' cannot travel"):
+        class Registry:
+            @classmethod
+            @mux.task("m:cls")
+            def add(cls, name: str) -> None: ...
+    assert mux.resolve("m:self") is None and mux.resolve("m:cls") is None
+
+    class Sender:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def send(self, to: str) -> None:
+            self.sent.append(to)
+
+        @mux.task("m:static")
+        @staticmethod
+        def ping(n: int) -> int:
+            return n
+
+    sender = Sender()
+    bound = mux.task("m:bound")(sender.send)  # the instance stays in this process; the payload is {"to": ...}
+    assert bound.to_task("a@b").payload == b'{"to":"a@b"}'
+    assert Sender.ping.to_task(3).payload == b'{"n":3}'
+    assert run_task(mux, bound.to_task("a@b")).outcome == "success" and sender.sent == ["a@b"]
+    assert run_task(mux, Sender.ping.to_task(3)).value == 3
 
 
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
