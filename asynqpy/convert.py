@@ -177,6 +177,8 @@ def fit(value: Any, tp: Any, path: str) -> Any:
     simple = _SIMPLE.get(tp)
     if simple is not None:
         return simple(value, path)
+    if tp in _BARE_CONTAINERS:  # list, dict, ... without item types: as list[Any], dict[Any, Any], ...
+        return _fit_generic(value, tp, tp, (), path)
     if isinstance(tp, typing.NewType):  # UserId = NewType("UserId", int): its base type's form, the value as is
         return fit(value, tp.__supertype__, path)
     if typing.is_typeddict(tp):
@@ -226,9 +228,12 @@ def _fit_generic(value: Any, tp: Any, origin: Any, args: tuple[Any, ...], path: 
                 return a
         raise Mismatch(path, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
     if origin in (list, set, frozenset, tuple) or origin in _SEQUENCE_ABCS:
+        fixed = origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis)
+        if value is None and not fixed:
+            value = []  # Go's json.Marshal writes a nil slice as null; json.Unmarshal reads it back as empty
         if not isinstance(value, list):
             raise Mismatch(path, f"expected an array, got {json_kind(value)}")
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if fixed:
             if len(value) != len(args):
                 raise Mismatch(path, f"expected an array of {len(args)} items, got {len(value)}")
             return tuple(fit(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
@@ -238,6 +243,8 @@ def _fit_generic(value: Any, tp: Any, origin: Any, args: tuple[Any, ...], path: 
             return origin(items)
         return items
     if origin in (dict, Mapping) or origin in _MAPPING_ABCS:
+        if value is None:
+            value = {}  # a nil map, as Go's json.Marshal writes it
         if not isinstance(value, dict):
             raise Mismatch(path, f"expected an object, got {json_kind(value)}")
         kt, vt = args if len(args) == 2 else (Any, Any)
@@ -399,7 +406,17 @@ _SIMPLE: dict[Any, Callable[[Any, str], Any]] = {
     UUID: _parsed(UUID, "a UUID"),
     bytes: _parsed(lambda s: base64.b64decode(s, validate=True), "base64"),
 }
+_fit_base64 = _SIMPLE[bytes]
 
 
+def _fit_bytes(value: Any, path: str) -> bytes:
+    # Go's json.Marshal writes a nil []byte as null; json.Unmarshal reads it back as empty
+    return b"" if value is None else _fit_base64(value, path)
+
+
+_SIMPLE[bytes] = _fit_bytes
+
+
+_BARE_CONTAINERS = (list, tuple, set, frozenset, dict)
 _SEQUENCE_ABCS = (abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection, abc.Set, abc.MutableSet)
 _MAPPING_ABCS = (abc.MutableMapping,)

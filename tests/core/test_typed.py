@@ -379,6 +379,18 @@ def test_a_method_of_a_class_body_is_refused_and_bound_or_static_ones_work() -> 
     assert run_task(mux, Sender.ping.to_task(3)).value == 3
 
 
+def test_null_for_a_slice_map_or_bytes_reads_as_empty_as_go_writes_a_nil_one() -> None:
+    # type Report struct { Tags []string; Counts map[string]int; Blob []byte }, all nil: json.Marshal writes
+    # {"tags":null,"counts":null,"blob":null}, which json.Unmarshal reads back as empty
+    @task("go:nil")
+    def report(tags: list[str], counts: dict[str, int], blob: bytes, ids: set[int], raw: list,
+               note: list[str] | None = None) -> None: ...
+    payload = b'{"tags":null,"counts":null,"blob":null,"ids":null,"raw":null,"note":null}'
+    assert report.decode(payload) == {"tags": [], "counts": {}, "blob": b"", "ids": set(), "raw": [], "note": None}
+    with pytest.raises(Mismatch, match="expected an array, got null"):  # a fixed-length tuple has no empty form
+        fit(None, tuple[int, str], "pair")
+
+
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
     mux = ServeMux()
     seen: list[tuple[str, int, str]] = []
