@@ -174,14 +174,34 @@ class TypedTask(Generic[P, R]):
     def enqueue(self, client: Client, /, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
         """Enqueue a call with client (an asynqpy Client) and this task's options; returns its TaskInfo.
 
-        Raises InvalidArgumentError for arguments that do not fit (nothing is written), and what
-        Client.enqueue raises (DuplicateTaskError, RedisUnavailableError, ...).
+        Raises InvalidArgumentError for arguments that do not fit, or a client that is not one (an AsyncClient
+        goes to enqueue_async) (nothing is written), and what Client.enqueue raises (DuplicateTaskError,
+        RedisUnavailableError, ...).
         """
+        self._check_client(client, sync=True)
         return client.enqueue(self.to_task(*args, **kwargs), self.defaults)
 
     async def enqueue_async(self, client: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
         """enqueue() with an AsyncClient."""
+        self._check_client(client, sync=False)
         return await client.enqueue(self.to_task(*args, **kwargs), self.defaults)
+
+    def _check_client(self, client: Any, *, sync: bool) -> None:
+        """A client of the other kind would enqueue nothing (an AsyncClient's coroutine, never awaited) or fail
+        after enqueueing (awaiting a sync Client's TaskInfo); no client at all (the first argument forgotten)
+        would fail on a missing attribute. Anything else with an enqueue method is taken as a client."""
+        from asynqpy.client import AsyncClient, Client
+
+        wrong, right, method = (AsyncClient, "a Client", "enqueue") if sync else (Client, "an AsyncClient",
+                                                                               "enqueue_async")
+        if isinstance(client, wrong):
+            other = "await .enqueue_async(...)" if sync else ".enqueue(...)"
+            raise InvalidArgumentError(f"{self.name}.{method}() takes {right} as its first argument, not "
+                                       f"{type(client).__name__} (for that: {other})", argument="client")
+        if not callable(getattr(client, "enqueue", None)):
+            raise InvalidArgumentError(f"{self.name}.{method}() takes {right} as its first argument, not "
+                                       f"{type(client).__name__}: {method}(client, *args, **kwargs)",
+                                       argument="client")
 
     def decode(self, payload: bytes) -> dict[str, Any]:
         """The keyword arguments of a payload, converted to the annotated types.

@@ -391,6 +391,24 @@ def test_null_for_a_slice_map_or_bytes_reads_as_empty_as_go_writes_a_nil_one() -
         fit(None, tuple[int, str], "pair")
 
 
+def test_enqueue_with_a_client_of_the_wrong_kind_or_none_is_refused_and_writes_nothing(redis_url: str,
+                                                                                         r: redis.Redis) -> None:
+    _, t = make_mux()
+    welcome = t["welcome"]
+    with pytest.raises(InvalidArgumentError, match=r"takes a Client .* not AsyncClient .*enqueue_async") as err:
+        welcome.enqueue(AsyncClient(redis_url), "a@b")  # type: ignore[arg-type]  # was a coroutine, never awaited
+    assert err.value.argument == "client"
+    with pytest.raises(InvalidArgumentError, match="takes a Client as its first argument, not str"):
+        welcome.enqueue("ada@example.com")  # type: ignore[arg-type]  # the client forgotten
+
+    async def wrong_async() -> None:
+        with Client(redis_url) as client:
+            await welcome.enqueue_async(client, "a@b")  # type: ignore[arg-type]  # was: enqueued, then TypeError
+    with pytest.raises(InvalidArgumentError, match=r"takes an AsyncClient .* not Client"):
+        run_async(wrong_async())
+    assert r.llen(keys.pending("critical")) == 0
+
+
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
     mux = ServeMux()
     seen: list[tuple[str, int, str]] = []
