@@ -227,6 +227,23 @@ def test_run_task_gives_a_real_deadline_and_cancels_at_it() -> None:
     assert 0 < seen["deadline_in"] <= 0.2  # type: ignore[operator]
 
 
+def test_run_task_returns_at_its_timeout_from_a_plain_handler_that_ignores_it() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def deaf(task: ReceivedTask) -> None:  # never looks at task.cancelled (a deadlock, say)
+        release.wait(10)
+        finished.set()
+    try:
+        res = run_task(deaf, Task("t"), timeout=0.2)
+        # given up at its deadline, as a server gives it up; before, run_task waited for the handler to return
+        assert not finished.is_set()
+        assert res.outcome == "retry" and res.error == "context deadline exceeded"
+    finally:
+        release.set()
+    assert finished.wait(10)
+
+
 def test_run_task_routes_through_a_mux_with_its_middleware_and_typed_tasks() -> None:
     mux = ServeMux()
     calls: list[str] = []
