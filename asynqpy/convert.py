@@ -88,7 +88,7 @@ def encode(value: Any, path: str) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name), f"{path}.{f.name}") for f in dataclasses.fields(value)}
     if _is_model(type(value)):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", by_alias=True)  # an alias is the name on the wire, as a json tag
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():

@@ -59,6 +59,12 @@ class Customer(pydantic.BaseModel):
     since: date
 
 
+class GoStyle(pydantic.BaseModel):  # the names of a Go struct's json tags, by alias
+    model_config = pydantic.ConfigDict(populate_by_name=True)
+    user_id: int = pydantic.Field(alias="userId")
+    display_name: str = pydantic.Field(alias="displayName", default="")
+
+
 ID = UUID("2f1d3c4b-5a69-4788-9aab-bccddeeff001")
 DUE = datetime(2026, 3, 1, 9, 30, 0, 120000, tzinfo=timezone(timedelta(hours=2)))
 
@@ -407,6 +413,14 @@ def test_enqueue_with_a_client_of_the_wrong_kind_or_none_is_refused_and_writes_n
     with pytest.raises(InvalidArgumentError, match=r"takes an AsyncClient .* not Client"):
         run_async(wrong_async())
     assert r.llen(keys.pending("critical")) == 0
+
+
+def test_a_pydantic_model_with_aliases_travels_by_its_aliases() -> None:
+    @task("p:alias")
+    def greet(who: GoStyle) -> None: ...
+    payload = greet.to_task(GoStyle(user_id=7, display_name="Ada")).payload  # refused before: userId missing
+    assert payload == b'{"who":{"userId":7,"displayName":"Ada"}}'
+    assert greet.decode(payload) == {"who": GoStyle(user_id=7, display_name="Ada")}
 
 
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
