@@ -88,7 +88,7 @@ def encode(value: Any, path: str) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name), f"{path}.{f.name}") for f in dataclasses.fields(value)}
     if _is_model(type(value)):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="json", by_alias=True)  # an alias is the name on the wire, as a json tag
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
@@ -125,7 +125,41 @@ def json_kind(value: Any) -> str:
 def type_name(tp: Any) -> str:
     if isinstance(tp, type) and not get_args(tp):
         return tp.__name__
+    if isinstance(tp, typing.NewType):
+        return tp.__name__
     return str(tp).replace("typing.", "")
+
+
+def unresolved(tp: Any) -> str | None:
+    """Why values of the annotation tp could never be converted because a type inside it (a dataclass,
+    TypedDict or NamedTuple at any depth) has annotations that do not resolve, e.g. a name defined nowhere
+    the class's module can see; None when every one resolves. Recursive types are walked once."""
+    seen: set[int] = set()
+
+    def walk(t: Any) -> str | None:
+        if id(t) in seen:
+            return None
+        seen.add(id(t))
+        origin = get_origin(t)
+        if origin is Literal:  # its arguments are values, not types
+            return None
+        nested = list(get_args(t))
+        if origin is not None:
+            nested.append(origin)
+        if isinstance(t, typing.NewType):
+            nested.append(t.__supertype__)
+        if isinstance(t, type) and (dataclasses.is_dataclass(t) or typing.is_typeddict(t)
+                                    or (issubclass(t, tuple) and hasattr(t, "_fields"))):
+            try:
+                nested.extend(typing.get_type_hints(t, include_extras=True).values())
+            except Exception as exc:
+                return f"the annotations of {t.__qualname__} do not resolve: {exc}"
+        for n in nested:
+            why = walk(n)
+            if why is not None:
+                return why
+        return None
+    return walk(tp)
 
 
 def fit(value: Any, tp: Any, path: str) -> Any:
@@ -143,6 +177,12 @@ def fit(value: Any, tp: Any, path: str) -> Any:
     simple = _SIMPLE.get(tp)
     if simple is not None:
         return simple(value, path)
+    if tp in _BARE_CONTAINERS:  # list, dict, ... without item types: as list[Any], dict[Any, Any], ...
+        return _fit_generic(value, tp, tp, (), path)
+    if isinstance(tp, typing.NewType):  # UserId = NewType("UserId", int): its base type's form, the value as is
+        return fit(value, tp.__supertype__, path)
+    if typing.is_typeddict(tp):
+        return _fit_typeddict(value, tp, path)
     if isinstance(tp, type):
         cls: Any = tp
         if issubclass(tp, enum.Enum):
@@ -151,11 +191,16 @@ def fit(value: Any, tp: Any, path: str) -> Any:
             return _fit_dataclass(value, tp, path)
         if _is_model(tp):
             return _fit_model(value, tp, path)
+        if issubclass(tp, tuple) and hasattr(tp, "_fields"):
+            return _fit_namedtuple(value, tp, path)
         for base, conv in _SIMPLE.items():  # subclasses of the simple types (e.g. a str subclass)
             if issubclass(tp, base) and base is not bool:
                 return cls(conv(value, path))
-    if isinstance(value, tp if isinstance(tp, type) else ()):
-        return value
+    try:
+        if isinstance(value, tp if isinstance(tp, type) else ()):
+            return value
+    except TypeError:  # a type that refuses isinstance (a Protocol without runtime_checkable, ...)
+        pass
     raise Mismatch(path, f"expected {type_name(tp)}, got {json_kind(value)}")
 
 
@@ -176,13 +221,19 @@ def _fit_generic(value: Any, tp: Any, origin: Any, args: tuple[Any, ...], path: 
             raise errors[0]
         raise Mismatch(path, f"expected {type_name(tp)}, got {json_kind(value)}")
     if origin is Literal:
-        if value in args and all(type(value) is type(a) for a in args if a == value):
-            return value
+        # each literal by its JSON form (an enum member by its value), of the same JSON kind: true is not 1
+        for a in args:
+            form = a.value if isinstance(a, enum.Enum) else a
+            if form == value and type(form) is type(value):
+                return a
         raise Mismatch(path, f"expected one of {', '.join(map(repr, args))}, got {value!r}")
     if origin in (list, set, frozenset, tuple) or origin in _SEQUENCE_ABCS:
+        fixed = origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis)
+        if value is None and not fixed:
+            value = []  # Go's json.Marshal writes a nil slice as null; json.Unmarshal reads it back as empty
         if not isinstance(value, list):
             raise Mismatch(path, f"expected an array, got {json_kind(value)}")
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if fixed:
             if len(value) != len(args):
                 raise Mismatch(path, f"expected an array of {len(args)} items, got {len(value)}")
             return tuple(fit(v, a, f"{path}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
@@ -192,6 +243,8 @@ def _fit_generic(value: Any, tp: Any, origin: Any, args: tuple[Any, ...], path: 
             return origin(items)
         return items
     if origin in (dict, Mapping) or origin in _MAPPING_ABCS:
+        if value is None:
+            value = {}  # a nil map, as Go's json.Marshal writes it
         if not isinstance(value, dict):
             raise Mismatch(path, f"expected an object, got {json_kind(value)}")
         kt, vt = args if len(args) == 2 else (Any, Any)
@@ -235,6 +288,52 @@ def _fit_dataclass(value: Any, tp: type, path: str) -> Any:
         return tp(**kwargs)
     except (TypeError, ValueError) as exc:  # the dataclass's own checks
         raise Mismatch(path, str(exc)) from None
+
+
+def _fit_typeddict(value: Any, tp: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise Mismatch(path, f"expected an object ({tp.__name__}), got {json_kind(value)}")
+    out = {}
+    for name, (hint, required) in _typeddict_keys(tp).items():
+        where = f"{path}.{name}"
+        if name in value:
+            out[name] = fit(value[name], hint, where)
+        elif required:
+            raise Mismatch(where, "is missing")
+    return out
+
+
+def _typeddict_keys(tp: Any) -> dict[str, tuple[Any, bool]]:
+    """Each key of a TypedDict: its annotation (Required/NotRequired taken off) and whether it is required.
+    Required/NotRequired are read from the annotations themselves: under `from __future__ import annotations`
+    Python 3.11's __required_keys__ does not see them."""
+    out = {}
+    for name, hint in typing.get_type_hints(tp, include_extras=True).items():
+        required = name in tp.__required_keys__
+        while True:
+            origin = get_origin(hint)
+            if origin is typing.Annotated:
+                hint = get_args(hint)[0]
+            elif origin is typing.Required or origin is typing.NotRequired:
+                required = origin is typing.Required
+                hint = get_args(hint)[0]
+            else:
+                break
+        out[name] = (hint, required)
+    return out
+
+
+def _fit_namedtuple(value: Any, tp: Any, path: str) -> Any:
+    if not isinstance(value, list):  # a tuple's form, as encode() writes it
+        raise Mismatch(path, f"expected an array ({tp.__name__}), got {json_kind(value)}")
+    fields: tuple[str, ...] = tp._fields
+    required = len(fields) - len(tp._field_defaults)
+    if not required <= len(value) <= len(fields):
+        want = str(len(fields)) if required == len(fields) else f"{required} to {len(fields)}"
+        raise Mismatch(path, f"expected an array of {want} items ({tp.__name__}), got {len(value)}")
+    hints = typing.get_type_hints(tp)
+    return tp(*(fit(v, hints.get(f, Any), f"{path}[{i}]") for i, (f, v) in enumerate(zip(fields, value,
+                                                                                        strict=False))))
 
 
 def _fit_model(value: Any, tp: Any, path: str) -> Any:
@@ -307,7 +406,17 @@ _SIMPLE: dict[Any, Callable[[Any, str], Any]] = {
     UUID: _parsed(UUID, "a UUID"),
     bytes: _parsed(lambda s: base64.b64decode(s, validate=True), "base64"),
 }
+_fit_base64 = _SIMPLE[bytes]
 
 
+def _fit_bytes(value: Any, path: str) -> bytes:
+    # Go's json.Marshal writes a nil []byte as null; json.Unmarshal reads it back as empty
+    return b"" if value is None else _fit_base64(value, path)
+
+
+_SIMPLE[bytes] = _fit_bytes
+
+
+_BARE_CONTAINERS = (list, tuple, set, frozenset, dict)
 _SEQUENCE_ABCS = (abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection, abc.Set, abc.MutableSet)
 _MAPPING_ABCS = (abc.MutableMapping,)

@@ -31,19 +31,23 @@ class ServeMux:
     def __init__(self) -> None:
         self._routes: dict[str, Handler] = {}
         self._middleware: list[Middleware] = []
+        self._typed: dict[str, TypedTask[Any, Any]] = {}
 
     def handle(self, pattern: str, fn: Handler | TypedTask[Any, Any]) -> None:
         """Register fn for pattern. Raises InvalidArgumentError (a ValueError) for a blank or repeated pattern or
         a handler that is not callable."""
         if not isinstance(pattern, str) or not pattern.strip():
             raise InvalidArgumentError("handler pattern must be a non-blank string", argument="pattern")
-        if isinstance(fn, typed.TypedTask):  # made by typed.task() elsewhere: run its payload-decoding handler
-            fn = fn.handler
+        typed_task = fn if isinstance(fn, typed.TypedTask) else None
+        if typed_task is not None:  # made by typed.task() elsewhere: run its payload-decoding handler
+            fn = typed_task.handler
         if not callable(fn):
             raise InvalidArgumentError(f"handler for {pattern!r} is not callable", argument="handler")
         if pattern in self._routes:
             raise InvalidArgumentError(f"a handler for {pattern!r} is registered already", argument="pattern")
         self._routes[pattern] = fn
+        if typed_task is not None:
+            self._typed[pattern] = typed_task
 
     def task(self, task_type: str, /, options: TaskOptions | None = None,
              **fields: Any) -> Callable[[Callable[P, R]], TypedTask[P, R]]:
@@ -75,6 +79,10 @@ class ServeMux:
 
     def patterns(self) -> list[str]:
         return sorted(self._routes)
+
+    def typed_tasks(self) -> list[TypedTask[Any, Any]]:
+        """The typed tasks this mux handles, in the order they were registered."""
+        return list(self._typed.values())
 
     def serves_anything(self) -> bool:
         """Whether a task can reach anything but "handler not found": a pattern is registered, or middleware is

@@ -24,6 +24,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from asynqpy import tracing
+from asynqpy.errors import InvalidArgumentError
 from asynqpy.outcome import TaskOutcome
 from asynqpy.task import ReceivedTask
 
@@ -37,8 +38,16 @@ def instrument(tracer_provider: trace.TracerProvider | None = None,
 
     tracer_provider: the provider to take the tracer from (default: OpenTelemetry's global one).
     propagator: how the context is written into task headers (default: the global one, W3C trace context
-    unless configured otherwise). Calling it again replaces the earlier setup.
+    unless configured otherwise). Calling it again replaces the earlier setup. Raises InvalidArgumentError
+    for a tracer_provider or propagator that is not one.
     """
+    if tracer_provider is not None and not callable(getattr(tracer_provider, "get_tracer", None)):
+        raise InvalidArgumentError(f"tracer_provider must be an OpenTelemetry TracerProvider, not "
+                                   f"{type(tracer_provider).__name__}", argument="tracer_provider")
+    if propagator is not None and not all(callable(getattr(propagator, m, None)) for m in ("inject", "extract")):
+        # checked now: it is first used by an enqueue or a handler, where it would fail every one of them
+        raise InvalidArgumentError(f"propagator must be an OpenTelemetry TextMapPropagator, not "
+                                   f"{type(propagator).__name__}", argument="propagator")
     provider = tracer_provider or trace.get_tracer_provider()
     tracing.install(OtelTracer(provider.get_tracer("asynqpy"), propagator or propagate.get_global_textmap()))
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from asynqpy.convert import Mismatch, encode, fit
+from asynqpy.convert import Mismatch, encode, fit, unresolved
 from asynqpy.errors import HandlerNotFound, InvalidArgumentError, SkipRetry, UsageError
 from asynqpy.options import TaskOptions, options_from
 from asynqpy.task import ReceivedTask, Task, TaskInfo
@@ -174,14 +174,34 @@ class TypedTask(Generic[P, R]):
     def enqueue(self, client: Client, /, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
         """Enqueue a call with client (an asynqpy Client) and this task's options; returns its TaskInfo.
 
-        Raises InvalidArgumentError for arguments that do not fit (nothing is written), and what
-        Client.enqueue raises (DuplicateTaskError, RedisUnavailableError, ...).
+        Raises InvalidArgumentError for arguments that do not fit, or a client that is not one (an AsyncClient
+        goes to enqueue_async) (nothing is written), and what Client.enqueue raises (DuplicateTaskError,
+        RedisUnavailableError, ...).
         """
+        self._check_client(client, sync=True)
         return client.enqueue(self.to_task(*args, **kwargs), self.defaults)
 
     async def enqueue_async(self, client: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> TaskInfo:
         """enqueue() with an AsyncClient."""
+        self._check_client(client, sync=False)
         return await client.enqueue(self.to_task(*args, **kwargs), self.defaults)
+
+    def _check_client(self, client: Any, *, sync: bool) -> None:
+        """A client of the other kind would enqueue nothing (an AsyncClient's coroutine, never awaited) or fail
+        after enqueueing (awaiting a sync Client's TaskInfo); no client at all (the first argument forgotten)
+        would fail on a missing attribute. Anything else with an enqueue method is taken as a client."""
+        from asynqpy.client import AsyncClient, Client
+
+        wrong, right, method = (AsyncClient, "a Client", "enqueue") if sync else (Client, "an AsyncClient",
+                                                                               "enqueue_async")
+        if isinstance(client, wrong):
+            other = "await .enqueue_async(...)" if sync else ".enqueue(...)"
+            raise InvalidArgumentError(f"{self.name}.{method}() takes {right} as its first argument, not "
+                                       f"{type(client).__name__} (for that: {other})", argument="client")
+        if not callable(getattr(client, "enqueue", None)):
+            raise InvalidArgumentError(f"{self.name}.{method}() takes {right} as its first argument, not "
+                                       f"{type(client).__name__}: {method}(client, *args, **kwargs)",
+                                       argument="client")
 
     def decode(self, payload: bytes) -> dict[str, Any]:
         """The keyword arguments of a payload, converted to the annotated types.
@@ -272,9 +292,20 @@ def _parameters(fn: Callable[..., Any], sig: inspect.Signature,
     except Exception as exc:  # an annotation that does not resolve
         raise InvalidArgumentError(f"task {task_type!r}: the annotations of {fn!r} do not resolve: {exc}",
                                    argument="fn") from None
+    first = next(iter(sig.parameters.values()), None)
+    owner = getattr(fn, "__qualname__", "").split(".")[-2:-1]
+    if first is not None and first.name in ("self", "cls") and owner and owner[0] != "<locals>":
+        # a function of a class body: the worker would call it without its instance or class
+        raise InvalidArgumentError(
+            f"task {task_type!r}: {fn.__qualname__} is a method ({first.name!r} cannot travel in a payload); "
+            f"make the task a module-level function or a @staticmethod, or decorate a bound method "
+            f"(mux.task(...)(instance.method))", argument="fn")
     params, extra, task_param = [], None, None
     for p in sig.parameters.values():
         ann = hints.get(p.name, inspect.Parameter.empty)
+        why = unresolved(ann)
+        if why is not None:  # found now, not as a NameError in every enqueue and every run
+            raise InvalidArgumentError(f"task {task_type!r}: parameter {p.name}: {why}", argument=p.name)
         if ann is ReceivedTask:
             task_param = p.name
         elif p.kind is inspect.Parameter.VAR_POSITIONAL:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 import time
 import uuid
 from typing import Any
@@ -15,6 +16,7 @@ from asynqpy.mux import Handler, ServeMux
 from asynqpy.retry import decide
 from asynqpy.task import ReceivedTask, Task
 from asynqpy.testing.results import TaskResult
+from asynqpy.threads import STUCK_AFTER, HandlerThreads
 from asynqpy.typed import TypedTask
 from asynqpy.wire import TaskMessage
 
@@ -48,7 +50,24 @@ async def run_task_async(handler: ServeMux | TypedTask[Any, Any] | Handler, task
     msg.headers.update(task.headers)
     written: list[bytes] = []
     received = ReceivedTask(msg, deadline=time.time() + timeout, writer=lambda q, tid, data: written.append(data))
-    call = mux.compile(_in_thread)
+    threads = HandlerThreads(keep=0, on_stuck=lambda: None)
+    returned: list[threading.Event] = []
+
+    async def in_thread(fn: Handler, task: ReceivedTask) -> Any:
+        # a daemon thread of its own, as a server runs it: one that ignores its deadline is given up (a
+        # default-executor thread would hold asyncio.run, and so run_task, until it returned)
+        ctx = contextvars.copy_context()
+        done = threading.Event()
+        returned.append(done)
+
+        def run(t: ReceivedTask) -> Any:
+            try:
+                return ctx.run(fn, t)
+            finally:
+                done.set()
+        return await threads.run(run, task)
+
+    call = mux.compile(in_thread)
     exc: BaseException | None = None
     value: Any = None
     deadline = asyncio.timeout(timeout)
@@ -57,10 +76,18 @@ async def run_task_async(handler: ServeMux | TypedTask[Any, Any] | Handler, task
             value = await call(received)
     except Exception as e:
         exc = e
+    finally:
+        threads.close()
+    if exc is not None:
+        received.cancel()
+        # a plain handler that watches task.cancelled returns now: wait for it (what it does on its way out is
+        # part of the run), up to STUCK_AFTER, after which a server too counts it stuck
+        give_up = time.monotonic() + STUCK_AFTER
+        while not all(d.is_set() for d in returned) and time.monotonic() < give_up:
+            await asyncio.sleep(0.01)
     result = written[-1] if written else None
     if exc is None:
         return TaskResult("success", value=value, result=result)
-    received.cancel()
     err = ERR_DEADLINE if deadline.expired() else error_text(exc)
     if isinstance(exc, RevokeTask):
         return TaskResult("revoked", str(exc), exc, result=result)
@@ -75,7 +102,3 @@ def _mux_of(task_type: str, handler: TypedTask[Any, Any] | Handler) -> ServeMux:
     mux.handle(task_type, handler)
     return mux
 
-
-async def _in_thread(fn: Handler, task: ReceivedTask) -> Any:
-    ctx = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(None, ctx.run, fn, task)

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from asynqpy import AsyncClient, Client, ReceivedTask, ServeMux, Task, otel, tracing
+from asynqpy import AsyncClient, Client, InvalidArgumentError, ReceivedTask, ServeMux, Task, otel, tracing
 from asynqpy.rdb import keys
 from asynqpy.scheduler import Scheduler
 from asynqpy.testing import TestWorker
@@ -224,3 +224,11 @@ def test_trace_id_reads_only_a_well_formed_traceparent() -> None:
     for bad in ("", "junk", "00-" + "0" * 32 + "-00f067aa0ba902b7-01", "00-4bf92f35zzb34da6a3ce929d0e0e4736-00-01"):
         assert tracing.trace_id({"traceparent": bad}) is None
     assert tracing.trace_id({}) is None
+
+
+def test_instrument_refuses_what_is_not_a_provider_or_propagator() -> None:
+    for kw, argument in [({"tracer_provider": "jaeger"}, "tracer_provider"), ({"propagator": "w3c"}, "propagator")]:
+        with pytest.raises(InvalidArgumentError) as err:  # the propagator was taken, then failed every enqueue
+            otel.instrument(**kw)  # type: ignore[arg-type]
+        assert err.value.argument == argument
+        assert tracing.current() is None  # nothing installed

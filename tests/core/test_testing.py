@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from asynqpy import Client, ReceivedTask, RevokeTask, ServeMux, SkipRetry, Task
+from asynqpy import Client, InvalidArgumentError, ReceivedTask, RevokeTask, ServeMux, SkipRetry, Task
 from asynqpy.embedded import EmbeddedServer, free_port
 from asynqpy.testing import DrainTimeout, TestWorker, run_task, run_task_async
 from asynqpy.testing.server import ForeignDataError, check_owned
+from asynqpy.typed import task
 
 REPO = Path(__file__).resolve().parents[2]
 Worker = Callable[..., TestWorker]
@@ -118,11 +119,75 @@ def test_drain_times_out_saying_what_is_left(asynqpy_client: Client, asynqpy_wor
     def slow(task: ReceivedTask) -> None:
         release.wait(5)
     worker = asynqpy_worker(mux)
-    asynqpy_client.enqueue(Task("slow"))
-    with pytest.raises(DrainTimeout, match="1 pending or active"):
+    info = asynqpy_client.enqueue(Task("slow"))
+    with pytest.raises(DrainTimeout, match="1 pending or active") as err:
         worker.drain(timeout=0.3)
+    assert f"slow {info.id}" in str(err.value)  # the task left, by type and id (pending or already active)
     release.set()
     assert worker.drain().one().outcome == "success"
+
+
+def test_the_worker_serves_the_queues_its_typed_tasks_enqueue_into(asynqpy_client: Client,
+                                                                   asynqpy_worker: Worker) -> None:
+    mux = ServeMux()
+    sent: list[str] = []
+
+    @mux.task("email:welcome", queue="critical")  # as in the README's "Tasks as functions"
+    def send_welcome(to: str) -> None:
+        sent.append(to)
+    worker = asynqpy_worker(mux)
+    assert worker.queues == ["default", "critical"]
+    info = send_welcome.enqueue(asynqpy_client, "ada@example.com")
+    assert worker.drain()[info.id].outcome == "success"  # was an empty report: 'critical' was not served
+    assert sent == ["ada@example.com"]
+    assert asynqpy_worker(mux, queues={"low": 1}).queues == ["low"]  # queues given: those alone
+
+
+def test_drain_and_advance_refuse_a_queue_the_worker_does_not_serve(asynqpy_client: Client,
+                                                                    asynqpy_worker: Worker) -> None:
+    mux = ServeMux()
+    mux.handle("x", lambda task: None)
+    worker = asynqpy_worker(mux)
+    asynqpy_client.enqueue(Task("x"), queue="other")
+    with pytest.raises(InvalidArgumentError, match="'other'") as err:
+        worker.drain(queues=["other"])  # would wait for its timeout: nothing runs that queue's tasks
+    assert err.value.argument == "queues"
+    with pytest.raises(InvalidArgumentError, match="'other'"):
+        worker.advance(60, queues=["other"])
+    info = asynqpy_client.enqueue(Task("x"))
+    assert worker.drain(queues="default")[info.id].outcome == "success"  # one name, not its letters
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), "60", True, None, 0, -5])
+def test_advance_refuses_what_is_not_a_positive_number(asynqpy_worker: Worker, seconds: object) -> None:
+    worker = asynqpy_worker(ServeMux())
+    with pytest.raises(InvalidArgumentError) as err:
+        worker.advance(seconds)  # type: ignore[arg-type]
+    assert err.value.argument == "seconds"
+
+
+def test_advance_by_infinity_makes_everything_due(asynqpy_client: Client, asynqpy_worker: Worker) -> None:
+    mux = ServeMux()
+    mux.handle("later", lambda task: None)
+    worker = asynqpy_worker(mux)
+    info = asynqpy_client.enqueue(Task("later"), process_in=10**9)
+    assert worker.advance(float("inf")) == 1
+    assert worker.drain()[info.id].outcome == "success"
+
+
+def test_a_worker_stopped_by_the_test_is_not_stopped_again_by_the_fixture(asynqpy_worker: Worker) -> None:
+    worker = asynqpy_worker(ServeMux())
+    worker.stop()
+    worker.stop()  # and once more by the fixture's teardown: "Event loop is closed" before
+
+
+def test_a_worker_of_something_else_than_a_mux_is_refused(asynqpy_worker: Worker) -> None:
+    @task("t:one")
+    def one() -> None: ...
+    for what, words in [(one, "mux.handle('t:one', one)"), (lambda t: None, "not function")]:
+        with pytest.raises(InvalidArgumentError) as err:
+            asynqpy_worker(what)
+        assert err.value.argument == "mux" and words in str(err.value)
 
 
 def test_asynqpy_inspector_sees_the_test_database(asynqpy_client: Client, asynqpy_inspector: object) -> None:
@@ -160,6 +225,23 @@ def test_run_task_gives_a_real_deadline_and_cancels_at_it() -> None:
     assert res.outcome == "retry" and res.error == "context deadline exceeded"
     assert seen["cancelled"] is True
     assert 0 < seen["deadline_in"] <= 0.2  # type: ignore[operator]
+
+
+def test_run_task_returns_at_its_timeout_from_a_plain_handler_that_ignores_it() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def deaf(task: ReceivedTask) -> None:  # never looks at task.cancelled (a deadlock, say)
+        release.wait(10)
+        finished.set()
+    try:
+        res = run_task(deaf, Task("t"), timeout=0.2)
+        # given up at its deadline, as a server gives it up; before, run_task waited for the handler to return
+        assert not finished.is_set()
+        assert res.outcome == "retry" and res.error == "context deadline exceeded"
+    finally:
+        release.set()
+    assert finished.wait(10)
 
 
 def test_run_task_routes_through_a_mux_with_its_middleware_and_typed_tasks() -> None:

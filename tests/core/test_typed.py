@@ -13,7 +13,7 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, NewType, NotRequired, Protocol, Required, TypedDict
 from uuid import UUID
 
 import pydantic
@@ -23,6 +23,7 @@ import redis
 from asynqpy import AsyncClient, Client, InvalidArgumentError, ReceivedTask, ServeMux, TaskOptions, TaskState
 from asynqpy.convert import Mismatch, encode, fit, go_time
 from asynqpy.rdb import keys
+from asynqpy.testing import run_task
 from asynqpy.typed import PayloadMismatch, TypedTask, describe, dumps, registered, task
 from asynqpy.wire import decode_task_message
 from tests.helpers import running, wait_for
@@ -58,6 +59,12 @@ class Customer(pydantic.BaseModel):
     since: date
 
 
+class GoStyle(pydantic.BaseModel):  # the names of a Go struct's json tags, by alias
+    model_config = pydantic.ConfigDict(populate_by_name=True)
+    user_id: int = pydantic.Field(alias="userId")
+    display_name: str = pydantic.Field(alias="displayName", default="")
+
+
 ID = UUID("2f1d3c4b-5a69-4788-9aab-bccddeeff001")
 DUE = datetime(2026, 3, 1, 9, 30, 0, 120000, tzinfo=timezone(timedelta(hours=2)))
 
@@ -66,6 +73,25 @@ def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
     """asyncio.run in a thread of its own (a loop may be running in this one, e.g. Playwright's)."""
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+UserId = NewType("UserId", int)
+
+
+class Shipment(TypedDict, total=False):  # under this module's `from __future__ import annotations`
+    carrier: Required[str]
+    weight: int
+    note: NotRequired[str | None]
+
+
+class Point(NamedTuple):
+    x: int
+    label: str = ""
+
+
+@dataclasses.dataclass
+class Broken:
+    part: Nowhere  # type: ignore[name-defined]  # noqa: F821  # resolves nowhere: refused when decorated
 
 
 def make_mux() -> tuple[ServeMux, dict[str, TypedTask[Any, Any]]]:
@@ -266,6 +292,135 @@ def test_fit_of_generic_annotations() -> None:
         with pytest.raises(Mismatch) as err:
             fit(value, tp, "x")
         assert err.value.path == where
+
+
+def test_literals_of_enum_members_and_of_mixed_kinds() -> None:
+    # an enum member in a Literal travels as its value and comes back as the member
+    assert fit("pro", Literal[Tier.PRO], "t") is Tier.PRO
+    assert fit(2, Literal[Level.HIGH, "none"], "t") is Level.HIGH
+    # true is not 1 and 1 is not true, but each is accepted where the Literal lists it
+    assert fit(True, Literal[1, True], "l") is True
+    assert fit(1, Literal[1, True], "l") == 1 and fit(1, Literal[1, True], "l") is not True
+    for value, tp in [("free", Literal[Tier.PRO]), (False, Literal[0, 1]), (1, Literal[True])]:
+        with pytest.raises(Mismatch):
+            fit(value, tp, "l")
+
+    @task("lit:enum")
+    def pick(tier: Literal[Tier.PRO], flag: Literal[1, True]) -> None: ...
+    payload = pick.to_task(Tier.PRO, True).payload
+    assert payload == b'{"tier":"pro","flag":true}'
+    assert pick.decode(payload) == {"tier": Tier.PRO, "flag": True}
+
+
+def test_newtype_typeddict_and_namedtuple_annotations() -> None:
+    @task("t:shapes")
+    def ship(user: UserId, shipment: Shipment, at: Point, maybe: UserId | None = None) -> None: ...
+
+    payload = ship.to_task(UserId(7), {"carrier": "dhl", "weight": 2}, Point(1, "a")).payload
+    assert payload == b'{"user":7,"shipment":{"carrier":"dhl","weight":2},"at":[1,"a"]}'
+    assert ship.decode(payload) == {"user": 7, "shipment": {"carrier": "dhl", "weight": 2}, "at": Point(1, "a")}
+    assert ship.decode(b'{"user":7,"shipment":{"carrier":"x","extra":1},"at":[2]}')["at"] == Point(2, "")
+    for payload, field in [(b'{"user":"7","shipment":{"carrier":"x"},"at":[1]}', "user"),
+                           (b'{"user":7,"shipment":{"weight":1},"at":[1]}', "shipment.carrier"),  # Required
+                           (b'{"user":7,"shipment":{"carrier":"x","weight":"1"},"at":[1]}', "shipment.weight"),
+                           (b'{"user":7,"shipment":[],"at":[1]}', "shipment"),
+                           (b'{"user":7,"shipment":{"carrier":"x"},"at":[1,"a",3]}', "at"),
+                           (b'{"user":7,"shipment":{"carrier":"x"},"at":["1"]}', "at[0]")]:
+        with pytest.raises(PayloadMismatch) as err:
+            ship.decode(payload)
+        assert err.value.field == field, payload
+    with pytest.raises(InvalidArgumentError) as bad:
+        ship.to_task(UserId(1), {"weight": 1}, Point(1))
+    assert bad.value.argument == "shipment" and "carrier" in str(bad.value)
+
+
+def test_a_type_that_refuses_isinstance_is_a_mismatch_not_a_type_error() -> None:
+    class Sized(Protocol):  # not runtime_checkable: isinstance raises TypeError
+        def size(self) -> int: ...
+
+    with pytest.raises(Mismatch) as err:
+        fit([1], Sized, "x")
+    assert err.value.path == "x"
+
+
+def test_a_nested_type_whose_annotations_do_not_resolve_is_refused_when_decorated() -> None:
+    with pytest.raises(InvalidArgumentError) as err:
+        @task("t:broken")
+        def uses(items: list[Broken]) -> None: ...
+    assert err.value.argument == "items"
+    assert "Broken" in str(err.value) and "Nowhere" in str(err.value)
+
+
+def test_a_method_of_a_class_body_is_refused_and_bound_or_static_ones_work() -> None:
+    mux = ServeMux()
+    with pytest.raises(InvalidArgumentError, match=r"Mailer.send is a method \('self'") as err:
+        class Mailer:
+            @mux.task("m:self")
+            def send(self, to: str) -> None: ...
+    assert err.value.argument == "fn"
+    with pytest.raises(InvalidArgumentError, match="'cls' cannot travel"):
+        class Registry:
+            @classmethod
+            @mux.task("m:cls")
+            def add(cls, name: str) -> None: ...
+    assert mux.resolve("m:self") is None and mux.resolve("m:cls") is None
+
+    class Sender:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def send(self, to: str) -> None:
+            self.sent.append(to)
+
+        @mux.task("m:static")
+        @staticmethod
+        def ping(n: int) -> int:
+            return n
+
+    sender = Sender()
+    bound = mux.task("m:bound")(sender.send)  # the instance stays in this process; the payload is {"to": ...}
+    assert bound.to_task("a@b").payload == b'{"to":"a@b"}'
+    assert Sender.ping.to_task(3).payload == b'{"n":3}'
+    assert run_task(mux, bound.to_task("a@b")).outcome == "success" and sender.sent == ["a@b"]
+    assert run_task(mux, Sender.ping.to_task(3)).value == 3
+
+
+def test_null_for_a_slice_map_or_bytes_reads_as_empty_as_go_writes_a_nil_one() -> None:
+    # type Report struct { Tags []string; Counts map[string]int; Blob []byte }, all nil: json.Marshal writes
+    # {"tags":null,"counts":null,"blob":null}, which json.Unmarshal reads back as empty
+    @task("go:nil")
+    def report(tags: list[str], counts: dict[str, int], blob: bytes, ids: set[int], raw: list,
+               note: list[str] | None = None) -> None: ...
+    payload = b'{"tags":null,"counts":null,"blob":null,"ids":null,"raw":null,"note":null}'
+    assert report.decode(payload) == {"tags": [], "counts": {}, "blob": b"", "ids": set(), "raw": [], "note": None}
+    with pytest.raises(Mismatch, match="expected an array, got null"):  # a fixed-length tuple has no empty form
+        fit(None, tuple[int, str], "pair")
+
+
+def test_enqueue_with_a_client_of_the_wrong_kind_or_none_is_refused_and_writes_nothing(redis_url: str,
+                                                                                         r: redis.Redis) -> None:
+    _, t = make_mux()
+    welcome = t["welcome"]
+    with pytest.raises(InvalidArgumentError, match=r"takes a Client .* not AsyncClient .*enqueue_async") as err:
+        welcome.enqueue(AsyncClient(redis_url), "a@b")  # type: ignore[arg-type]  # was a coroutine, never awaited
+    assert err.value.argument == "client"
+    with pytest.raises(InvalidArgumentError, match="takes a Client as its first argument, not str"):
+        welcome.enqueue("ada@example.com")  # type: ignore[arg-type]  # the client forgotten
+
+    async def wrong_async() -> None:
+        with Client(redis_url) as client:
+            await welcome.enqueue_async(client, "a@b")  # type: ignore[arg-type]  # was: enqueued, then TypeError
+    with pytest.raises(InvalidArgumentError, match=r"takes an AsyncClient .* not Client"):
+        run_async(wrong_async())
+    assert r.llen(keys.pending("critical")) == 0
+
+
+def test_a_pydantic_model_with_aliases_travels_by_its_aliases() -> None:
+    @task("p:alias")
+    def greet(who: GoStyle) -> None: ...
+    payload = greet.to_task(GoStyle(user_id=7, display_name="Ada")).payload  # refused before: userId missing
+    assert payload == b'{"who":{"userId":7,"displayName":"Ada"}}'
+    assert greet.decode(payload) == {"who": GoStyle(user_id=7, display_name="Ada")}
 
 
 def test_received_task_parameter_is_filled_by_the_worker_not_the_payload(redis_url: str) -> None:
