@@ -109,9 +109,15 @@ class MetricsHTTPServer:
                 self._send(req, 200 if ok else 503, (why + "\n").encode(), "text/plain; charset=utf-8")
             else:
                 self._send(req, 404, b"not found: try /metrics\n", "text/plain; charset=utf-8")
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (Prometheus's scrape_timeout)
+            log.debug("metrics http: %s: the client left before the answer", path)
+            req.close_connection = True
         except Exception:  # a broken collector answers 500 and is logged; the server carries on
             log.exception("metrics http: %s failed", path)
-            self._send(req, 500, b"internal error\n", "text/plain; charset=utf-8")
+            try:
+                self._send(req, 500, b"internal error\n", "text/plain; charset=utf-8")
+            except OSError:
+                req.close_connection = True
 
     def authorized(self, header: str | None) -> bool:
         return authorized(self.token, header)
