@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,8 +70,9 @@ class MetricsHTTPServer:
             def log_message(self, fmt: str, *args: object) -> None:
                 log.debug("metrics http: " + fmt, *args)
 
+        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer  # an IPv6 address, e.g. "::1" or "::"
         try:
-            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd = server_class((host, port), Handler)
         except OSError as exc:  # a port in use, an address not ours, a host name that does not resolve
             raise AsynqError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from exc
         self.httpd.daemon_threads = True
@@ -132,6 +134,10 @@ class MetricsHTTPServer:
             req.send_header(k, v)
         req.end_headers()
         req.wfile.write(body)
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
 
 def authorized(token: str | None, header: str | None) -> bool:

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from asynqpy.metrics.http import MetricsHTTPServer
+from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
 from tests.helpers import wait_for
 from tests.metrics.scrape import get
 
@@ -50,4 +50,16 @@ def test_a_client_gone_before_the_answer_is_no_error(caplog: pytest.LogCaptureFi
         assert get(f"http://127.0.0.1:{srv.port}/metrics")[0] == 200  # and it carries on
     finally:
         release.set()
+        srv.stop()
+
+
+@pytest.mark.parametrize("bind", ["[::1]:0", "::1:0"])
+def test_an_ipv6_address_listens(bind: str) -> None:
+    """`--bind [::1]:9876` (the form parse_bind documents) and `--metrics-host ::1` listen on IPv6; they failed
+    with "address family for hostname not supported" (the server was IPv4 only)."""
+    host, port = parse_bind(bind)
+    srv = MetricsHTTPServer(host, port, lambda: (b"ok\n", "text/plain"), {"/livez": lambda: (True, "ok")}).start()
+    try:
+        assert get(f"http://[::1]:{srv.port}/livez") == (200, "text/plain; charset=utf-8", "ok\n")
+    finally:
         srv.stop()
