@@ -141,8 +141,17 @@ class _IPv6Server(ThreadingHTTPServer):
 
 
 def authorized(token: str | None, header: str | None) -> bool:
-    """True when no token is required, or header is `Bearer <token>` (compared in constant time)."""
+    """True when no token is required, or header is `Bearer <token>` (compared in constant time).
+
+    Blanks around the token are no part of it (a token read from a file keeps its newline; Prometheus trims its
+    credentials_file); a token of blanks only lets no one in. The header's text is compared as the bytes sent
+    (HTTP servers and WSGI hand header values over decoded as Latin-1), so a non-ASCII token works in UTF-8."""
     if not token:
         return True
-    scheme, _, given = (header or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    want = token.strip().encode()
+    scheme, _, given = (header or "").strip().partition(" ")
+    try:
+        got = given.strip().encode("latin-1")
+    except UnicodeEncodeError:  # not a header value as received from a client
+        got = given.strip().encode()
+    return bool(want) and scheme.lower() == "bearer" and hmac.compare_digest(got, want)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import logging
 import socket
 import struct
@@ -61,5 +62,37 @@ def test_an_ipv6_address_listens(bind: str) -> None:
     srv = MetricsHTTPServer(host, port, lambda: (b"ok\n", "text/plain"), {"/livez": lambda: (True, "ok")}).start()
     try:
         assert get(f"http://[::1]:{srv.port}/livez") == (200, "text/plain; charset=utf-8", "ok\n")
+    finally:
+        srv.stop()
+
+
+def _status(port: int, authorization: bytes | None) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest("GET", "/metrics")
+        if authorization is not None:
+            conn.putheader("Authorization", authorization)  # bytes as given: UTF-8, as Prometheus sends them
+        conn.endheaders()
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("token", "ok", "refused"), [
+    # a token read from a file or a Kubernetes Secret with its newline; Prometheus trims its credentials_file
+    ("s3cret\n", [b"Bearer s3cret"], [b"Bearer s3cre", b"Bearer s3cret\\n", b"", b"Basic s3cret"]),
+    # a token with non-ASCII characters, sent as UTF-8
+    ("s\u00e9cr\u00eat-\u00f8", ["Bearer s\u00e9cr\u00eat-\u00f8".encode()], [b"Bearer s", "Bearer s\u00e9".encode()]),
+    # blanks only: refuses everyone rather than letting "Bearer " in
+    ("  ", [], [b"Bearer ", b"Bearer", b""]),
+])
+def test_bearer_token_as_operators_give_it(token: str, ok: list[bytes], refused: list[bytes]) -> None:
+    """The token compares with what a client sends: a token with a trailing newline (a Secret file) refused its
+    own value, forever 401; a non-ASCII one refused the right token (the header's UTF-8 was compared as
+    Latin-1 text re-encoded)."""
+    srv = MetricsHTTPServer("127.0.0.1", 0, lambda: (b"ok\n", "text/plain"), token=token).start()
+    try:
+        assert [_status(srv.port, h) for h in ok] == [200] * len(ok)
+        assert [_status(srv.port, h or None) for h in refused] == [401] * len(refused)
     finally:
         srv.stop()
