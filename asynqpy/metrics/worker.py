@@ -59,6 +59,7 @@ class WorkerMetrics:
                            registry=registry, multiprocess_mode="liveall")
         self.live = Gauge("asynqpy_worker_live", "1 while every loop of the worker process runs.",
                           registry=registry, multiprocess_mode="liveall")
+        self.live.set(1)  # starting, until the first sample: live (as Server.health says), not ready
         self.clock_offset = Gauge("asynqpy_worker_clock_offset_seconds",
                                   "Redis's clock minus this worker's, measured at every heartbeat (due times follow "
                                   "Redis's clock; beyond a second, fix the worker's clock).",

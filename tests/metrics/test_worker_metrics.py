@@ -124,6 +124,16 @@ def test_in_progress_and_health_follow_the_server(redis_url: str) -> None:
     assert value(samples(reg), "asynqpy_tasks_in_progress", queue="q") in (0, 3)
 
 
+def test_a_process_not_yet_sampled_is_live_and_not_ready() -> None:
+    """Until its first sample a worker is starting, which Server.health() calls live: the live gauge began at 0,
+    so a supervisor's /livez answered 503 "worker process(es) [pid] have stopped loops" each time it started a
+    child (after a crash, at every start of the host), and a liveness probe could restart the pod for it."""
+    reg = CollectorRegistry()
+    WorkerMetrics(reg)
+    s = samples(reg)
+    assert value(s, "asynqpy_worker_live") == 1 and value(s, "asynqpy_worker_ready") == 0
+
+
 class _Bug(BaseException):
     """Escapes a loop's own error handling (which catches Exception), as a bug in it would."""
 
