@@ -18,6 +18,9 @@ from asynqpy.config import ServerConfig
 
 log = logging.getLogger("asynqpy")
 
+# Seconds without a self-check (every 0.25 s) after which the supervisor calls a child frozen: not live, not ready.
+FROZEN_AFTER = 10.0
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -207,20 +210,33 @@ class SharedMetrics:
     def _alive(self) -> list[int]:
         return [p.pid for p in self.children() if p.is_alive() and p.pid]
 
+    def _frozen(self, alive: list[int]) -> list[int]:
+        """Live children whose last self-check is older than FROZEN_AFTER seconds: stopped (SIGSTOP) or wedged,
+        their gauges are what they wrote before, not what they are."""
+        checked = self.reports("asynqpy_worker_last_check_timestamp_seconds")
+        now = time.time()
+        return [pid for pid in alive if pid in checked and now - checked[pid] > FROZEN_AFTER]
+
     def livez(self) -> tuple[bool, str]:
         live = self.reports("asynqpy_worker_live")
-        dead = [pid for pid in self._alive() if live.get(pid, 1.0) == 0]
+        alive = self._alive()
+        dead = [pid for pid in alive if live.get(pid, 1.0) == 0]
         if dead:
             return False, f"worker process(es) {dead} have stopped loops"
-        return True, f"{len(self._alive())} of {self.processes} worker processes alive"
+        frozen = self._frozen(alive)
+        if frozen:
+            return False, f"worker process(es) {frozen} have not checked themselves for {FROZEN_AFTER:g} s (frozen)"
+        return True, f"{len(alive)} of {self.processes} worker processes alive"
 
     def readyz(self) -> tuple[bool, str]:
         if self.stopping():
             return False, "shutting down"
         ready = self.reports("asynqpy_worker_ready")
         alive = self._alive()
-        n = sum(1 for pid in alive if ready.get(pid) == 1)
-        return n == self.processes, f"{n} of {self.processes} worker processes ready"
+        frozen = self._frozen(alive)
+        n = sum(1 for pid in alive if ready.get(pid) == 1 and pid not in frozen)
+        why = f"{n} of {self.processes} worker processes ready"
+        return n == self.processes, why + (f"; {frozen} frozen" if frozen else "")
 
     def process_died(self, pid: int | None) -> None:
         from prometheus_client import multiprocess

@@ -221,6 +221,33 @@ def test_processes_share_one_port_through_multiprocess_mode(redis_url: str, r: r
     assert not made.exists()  # the supervisor removed the multiprocess directory it made
 
 
+@pytest.mark.slow
+def test_a_frozen_process_fails_the_probes(redis_url: str, tmp_path: Path) -> None:
+    """A child that stops (SIGSTOP, or wedged holding the GIL) is not live and not ready: the supervisor read the
+    gauges it wrote before it froze, so /livez and /readyz answered 200 for a process that did nothing."""
+    from asynqpy.supervisor import FROZEN_AFTER
+    port = free_port()
+    p = _worker(redis_url, port, "--processes", "2", tmp=str(tmp_path))
+    base = f"http://127.0.0.1:{port}"
+    child = 0
+    try:
+        wait_for(lambda: _ready(base), timeout=30, what="/readyz of both processes")
+        child = int(dict(next(iter(series(scrape(base + "/metrics"), "asynqpy_worker_ready"))))["pid"])
+        os.kill(child, signal.SIGSTOP)
+        live = wait_for(lambda: (g := get(base + "/livez"))[0] == 503 and g, timeout=FROZEN_AFTER + 30,
+                        interval=0.5, what="/livez to answer 503")
+        assert f"[{child}]" in live[2] and "frozen" in live[2], live
+        status, _, body = get(base + "/readyz")
+        assert status == 503 and body.startswith("1 of 2 worker processes ready") and "frozen" in body, body
+        os.kill(child, signal.SIGCONT)
+        wait_for(lambda: _ready(base) and get(base + "/livez")[0] == 200, timeout=30, what="both probes at 200")
+    finally:
+        if child:
+            os.kill(child, signal.SIGCONT)
+        _stop(p)
+    assert p.returncode == 0, p.stderr.read().decode() if p.stderr else ""
+
+
 @pytest.mark.parametrize("bad", [["--metrics-port", "70000"], ["--metrics-port", "1", "--max-task-types", "-1"]])
 def test_bad_metrics_options_are_usage_errors(bad: list[str]) -> None:
     out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", *bad], capture_output=True, text=True,
