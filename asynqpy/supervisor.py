@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.config import ServerConfig
+from asynqpy.errors import UsageError
 
 log = logging.getLogger("asynqpy")
 
@@ -114,8 +115,27 @@ def _exit_past_stuck_handlers() -> None:
         os._exit(0)
 
 
+def given_multiproc_dir() -> str | None:
+    """PROMETHEUS_MULTIPROC_DIR when set, made if missing; raises UsageError (one line) when it cannot be a
+    directory this process can write its metric files in (prometheus_client's own error was a traceback)."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not given:
+        return None
+    try:
+        os.makedirs(given, exist_ok=True)
+        if not os.access(given, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        why = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"PROMETHEUS_MULTIPROC_DIR={given!r}: {why} (it must be a directory the worker processes "
+                         "can write their metric files in)") from None
+    return given
+
+
 def run_workers(spec: WorkerSpec, processes: int) -> int:
     """Serve in this process (processes == 1) or supervise N spawned children until SIGTERM/SIGINT."""
+    if spec.metrics_port is not None:
+        given_multiproc_dir()  # a bad one is a usage error now, not a traceback from prometheus_client later
     if processes == 1:
         serve_one(spec)
         return 0
@@ -176,10 +196,9 @@ class SharedMetrics:
 
         from asynqpy.metrics.http import MetricsHTTPServer
 
-        given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        given = given_multiproc_dir()
         self.own_dir = not given
         self.dir = given or tempfile.mkdtemp(prefix="asynqpy-metrics-")
-        os.makedirs(self.dir, exist_ok=True)
         for name in os.listdir(self.dir):  # files of an earlier run would be added to this one's counts
             if name.endswith(".db"):
                 os.remove(os.path.join(self.dir, name))

@@ -255,6 +255,20 @@ def test_bad_metrics_options_are_usage_errors(bad: list[str]) -> None:
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.parametrize("where", ["a-file", "a-file/below"])
+def test_a_bad_multiproc_dir_is_a_usage_error(tmp_path: Path, processes: str, where: str) -> None:
+    """PROMETHEUS_MULTIPROC_DIR naming a file (or a path below one): one line naming it and exit 2; it was a
+    traceback (FileExistsError from the supervisor, FileNotFoundError from prometheus_client in one process)."""
+    (tmp_path / "a-file").write_text("")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / where)}
+    out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", "--redis-url", "redis://127.0.0.1:1/0",
+                          "--processes", processes, "--metrics-port", "0", "--metrics-host", "127.0.0.1"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"PROMETHEUS_MULTIPROC_DIR={str(tmp_path / where)!r}" in out.stderr.strip().splitlines()[-1]
+
+
 def test_worker_counts_tasks_that_waited_on_a_limit(redis_url: str, r: redis.Redis) -> None:
     """A real worker's /metrics: tasks held back by a concurrency limit are counted per limit, with their wait;
     a type under no limit is not."""
