@@ -14,6 +14,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from asynqpy import Client, Task
 from asynqpy.metrics.worker import WorkerMetrics
 from tests.metrics.conftest import Stack, prometheus_binary
 from tests.metrics.scrape import get, scrape, value
@@ -49,8 +50,15 @@ def alert_rules() -> list[dict[str, Any]]:
     return [rule for g in doc["groups"] for rule in g["rules"]]
 
 
+def all_queues() -> str:
+    """What Grafana puts for $queue when All is chosen: the queue variable's allValue."""
+    dash = json.loads((DEPLOY / "grafana" / "asynqpy.json").read_text())
+    [var] = [v for v in dash["templating"]["list"] if v["name"] == "queue"]
+    return str(var["allValue"])
+
+
 def concrete(expr: str) -> str:
-    return expr.replace("$__rate_interval", WINDOW).replace('"$queue"', '".*"')
+    return expr.replace("$__rate_interval", WINDOW).replace('"$queue"', json.dumps(all_queues()))
 
 
 def wait_for_data(stack: Stack, expr: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -142,6 +150,15 @@ def test_the_redis_counters_are_the_exporters_queue_counters(prometheus_stack: S
     counters = {f.name + "_total" for f in text_string_to_metric_families(body)
                 if f.type == "counter" and any("queue" in smp.labels for smp in f.samples)}
     assert counters == set(REDIS_COUNTERS)
+
+
+def test_all_queues_includes_a_queue_with_a_line_break_in_its_name(prometheus_stack: Stack) -> None:
+    """The queue variable's All matches every queue name: it was ".*", and in Prometheus 2 "." matches no line
+    break, so a queue named with one (any client can name a queue) was left out of every panel."""
+    with Client(prometheus_stack.redis_url) as c:
+        c.enqueue(Task("t"), queue="line\nbreak")
+    wait_for_data(prometheus_stack, 'asynq_queue_size{queue="line\\nbreak"}')
+    wait_for_data(prometheus_stack, concrete('asynq_queue_size{queue=~"$queue",queue="line\\nbreak"}'))
 
 
 def test_a_duration_quantile_of_the_worker(prometheus_stack: Stack) -> None:
