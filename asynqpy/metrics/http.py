@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -33,16 +34,17 @@ def health_probes(health: Health) -> dict[str, Probe]:
     return {"/livez": live, "/readyz": ready}
 
 
+# An optional host (a name, an IPv4 address, an IPv6 one bare or in brackets), then a port of ASCII digits.
+_BIND = re.compile(r"(?:(?P<host>\[[^\[\]\s]*\]|[^\[\]\s]*):)?(?P<port>[0-9]{1,6})")
+
+
 def parse_bind(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
     """"0.0.0.0:9876", ":9876", "9876" or "[::1]:9876" -> (host, port). Raises UsageError."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or default_host
-    try:
-        n = int(port)
-    except ValueError:
-        raise UsageError(f"expected host:port, got {text!r}") from None
+    m = _BIND.fullmatch(text)
+    if m is None:
+        raise UsageError(f"expected host:port (e.g. 0.0.0.0:9876, :9876 or [::1]:9876), got {text!r}")
+    host = (m["host"] or "").removeprefix("[").removesuffix("]") or default_host
+    n = int(m["port"])
     if not 0 <= n <= 65535:
         raise UsageError(f"port must be between 0 and 65535, got {n}")
     return host, n

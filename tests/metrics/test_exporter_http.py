@@ -90,6 +90,15 @@ def test_bad_bind_is_a_usage_error() -> None:
         parse_bind("1.2.3.4:70000")
 
 
+@pytest.mark.parametrize("bind", ["127.0.0.1:\u0661\u0662\u0663\u0664", "127.0.0.1:+9876", "127.0.0.1:9_876",
+                                  "127.0.0.1: 9876", " 9876", "[::1", "::1]:80", "[::1]x:80", "a b:80"])
+def test_a_bind_that_is_not_host_port_is_refused(bind: str) -> None:
+    """Only ASCII digits make a port and only a whole [IPv6] a bracketed host: int() read Arabic-Indic digits
+    as 1234, and took "+9876", "9_876" and blanks, so a typo listened on a port nobody asked for."""
+    with pytest.raises(UsageError, match="host:port"):
+        parse_bind(bind)
+
+
 def test_blueprint_on_a_bare_flask_app(redis_url: str) -> None:
     from webui.metrics import bp
 
