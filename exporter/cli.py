@@ -15,7 +15,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from asynqpy import cliargs
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError, mask_url
+from asynqpy.errors import AsynqError, UsageError, mask_url
 from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
 from exporter.collector import DEFAULT_MAX_STALE, QueueStateCollector
 from exporter.exposition import CONTENT_TYPE
@@ -76,6 +76,9 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     host, port = parse_bind(args.bind)
     token = args.metrics_token or os.environ.get("ASYNQPY_METRICS_TOKEN") or None
+    if token is not None and not token.strip():
+        raise UsageError("the metrics token (--metrics-token or ASYNQPY_METRICS_TOKEN) is blank: give a token, or "
+                         "none to serve /metrics without one")
     url = getattr(args, "redis_url", None) or default_redis_url()
     insp = Inspector(url, timeout=args.redis_timeout)
     srv = make_server(insp, host, port, max_age=args.max_age, max_stale=args.max_stale, token=token).start()

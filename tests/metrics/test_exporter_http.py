@@ -99,6 +99,17 @@ def test_a_bind_that_is_not_host_port_is_refused(bind: str) -> None:
         parse_bind(bind)
 
 
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_blank_token_is_a_usage_error(how: str) -> None:
+    """A token of blanks (an empty Secret file's newline) let no scrape in, with nothing said at start."""
+    env = {**os.environ, "ASYNQPY_METRICS_TOKEN": " \n"} if how == "environment" else None
+    args = ["--metrics-token", "  "] if how == "option" else []
+    out = subprocess.run([ASYNQPY, "exporter", "--bind", "127.0.0.1:0", "--redis-url", "redis://127.0.0.1:1/0",
+                          *args], capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "metrics token" in out.stderr and "blank" in out.stderr
+
+
 def test_blueprint_on_a_bare_flask_app(redis_url: str) -> None:
     from webui.metrics import bp
 
