@@ -209,8 +209,13 @@ class SharedMetrics:
         self.registry = CollectorRegistry()
         MultiProcessCollector(self.registry, path=self.dir)  # type: ignore[no-untyped-call]
         assert spec.metrics_port is not None
-        self.http = MetricsHTTPServer(spec.metrics_host, spec.metrics_port, self.render,
-                                      {"/livez": self.livez, "/readyz": self.readyz}).start()
+        try:
+            self.http = MetricsHTTPServer(spec.metrics_host, spec.metrics_port, self.render,
+                                          {"/livez": self.livez, "/readyz": self.readyz}).start()
+        except BaseException:  # the port in use, a bad host: leave no directory of ours behind
+            if self.own_dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def render(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -267,6 +268,20 @@ def test_a_bad_multiproc_dir_is_a_usage_error(tmp_path: Path, processes: str, wh
                          capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert f"PROMETHEUS_MULTIPROC_DIR={str(tmp_path / where)!r}" in out.stderr.strip().splitlines()[-1]
+
+
+def test_a_metrics_port_in_use_leaves_no_directory_behind(tmp_path: Path) -> None:
+    """--processes 2 with a --metrics-port it cannot listen on: one line, exit 1, and the multiprocess directory
+    it had made is gone (one was left in the temporary directory at each such start)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", "--redis-url", "redis://127.0.0.1:1/0",
+                              "--processes", "2", "--metrics-port", str(taken.getsockname()[1]),
+                              "--metrics-host", "127.0.0.1"], capture_output=True, text=True, cwd=REPO,
+                             env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=60)
+    assert out.returncode == 1 and "cannot listen" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_worker_counts_tasks_that_waited_on_a_limit(redis_url: str, r: redis.Redis) -> None:
