@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asynqpy.config import ServerConfig
+from asynqpy.errors import UsageError
 
 log = logging.getLogger("asynqpy")
+
+# Seconds without a self-check (every 0.25 s) after which the supervisor calls a child frozen: not live, not ready.
+FROZEN_AFTER = 10.0
 
 
 @dataclass(frozen=True)
@@ -111,8 +115,27 @@ def _exit_past_stuck_handlers() -> None:
         os._exit(0)
 
 
+def given_multiproc_dir() -> str | None:
+    """PROMETHEUS_MULTIPROC_DIR when set, made if missing; raises UsageError (one line) when it cannot be a
+    directory this process can write its metric files in (prometheus_client's own error was a traceback)."""
+    given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not given:
+        return None
+    try:
+        os.makedirs(given, exist_ok=True)
+        if not os.access(given, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as exc:
+        why = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"PROMETHEUS_MULTIPROC_DIR={given!r}: {why} (it must be a directory the worker processes "
+                         "can write their metric files in)") from None
+    return given
+
+
 def run_workers(spec: WorkerSpec, processes: int) -> int:
     """Serve in this process (processes == 1) or supervise N spawned children until SIGTERM/SIGINT."""
+    if spec.metrics_port is not None:
+        given_multiproc_dir()  # a bad one is a usage error now, not a traceback from prometheus_client later
     if processes == 1:
         serve_one(spec)
         return 0
@@ -173,10 +196,9 @@ class SharedMetrics:
 
         from asynqpy.metrics.http import MetricsHTTPServer
 
-        given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        given = given_multiproc_dir()
         self.own_dir = not given
         self.dir = given or tempfile.mkdtemp(prefix="asynqpy-metrics-")
-        os.makedirs(self.dir, exist_ok=True)
         for name in os.listdir(self.dir):  # files of an earlier run would be added to this one's counts
             if name.endswith(".db"):
                 os.remove(os.path.join(self.dir, name))
@@ -187,8 +209,13 @@ class SharedMetrics:
         self.registry = CollectorRegistry()
         MultiProcessCollector(self.registry, path=self.dir)  # type: ignore[no-untyped-call]
         assert spec.metrics_port is not None
-        self.http = MetricsHTTPServer(spec.metrics_host, spec.metrics_port, self.render,
-                                      {"/livez": self.livez, "/readyz": self.readyz}).start()
+        try:
+            self.http = MetricsHTTPServer(spec.metrics_host, spec.metrics_port, self.render,
+                                          {"/livez": self.livez, "/readyz": self.readyz}).start()
+        except BaseException:  # the port in use, a bad host: leave no directory of ours behind
+            if self.own_dir:
+                shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def render(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -207,20 +234,33 @@ class SharedMetrics:
     def _alive(self) -> list[int]:
         return [p.pid for p in self.children() if p.is_alive() and p.pid]
 
+    def _frozen(self, alive: list[int]) -> list[int]:
+        """Live children whose last self-check is older than FROZEN_AFTER seconds: stopped (SIGSTOP) or wedged,
+        their gauges are what they wrote before, not what they are."""
+        checked = self.reports("asynqpy_worker_last_check_timestamp_seconds")
+        now = time.time()
+        return [pid for pid in alive if pid in checked and now - checked[pid] > FROZEN_AFTER]
+
     def livez(self) -> tuple[bool, str]:
         live = self.reports("asynqpy_worker_live")
-        dead = [pid for pid in self._alive() if live.get(pid, 1.0) == 0]
+        alive = self._alive()
+        dead = [pid for pid in alive if live.get(pid, 1.0) == 0]
         if dead:
             return False, f"worker process(es) {dead} have stopped loops"
-        return True, f"{len(self._alive())} of {self.processes} worker processes alive"
+        frozen = self._frozen(alive)
+        if frozen:
+            return False, f"worker process(es) {frozen} have not checked themselves for {FROZEN_AFTER:g} s (frozen)"
+        return True, f"{len(alive)} of {self.processes} worker processes alive"
 
     def readyz(self) -> tuple[bool, str]:
         if self.stopping():
             return False, "shutting down"
         ready = self.reports("asynqpy_worker_ready")
         alive = self._alive()
-        n = sum(1 for pid in alive if ready.get(pid) == 1)
-        return n == self.processes, f"{n} of {self.processes} worker processes ready"
+        frozen = self._frozen(alive)
+        n = sum(1 for pid in alive if ready.get(pid) == 1 and pid not in frozen)
+        why = f"{n} of {self.processes} worker processes ready"
+        return n == self.processes, why + (f"; {frozen} frozen" if frozen else "")
 
     def process_died(self, pid: int | None) -> None:
         from prometheus_client import multiprocess

@@ -15,7 +15,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from asynqpy import cliargs
 from asynqpy.embedded import default_redis_url
-from asynqpy.errors import AsynqError, mask_url
+from asynqpy.errors import AsynqError, UsageError, mask_url
 from asynqpy.metrics.http import MetricsHTTPServer, parse_bind
 from exporter.collector import DEFAULT_MAX_STALE, QueueStateCollector
 from exporter.exposition import CONTENT_TYPE
@@ -24,6 +24,9 @@ from inspector import Inspector
 log = logging.getLogger("asynqpy.exporter")
 
 DEFAULT_BIND = "0.0.0.0:9876"  # asynq's tools/metrics_exporter port
+# Seconds a Redis reply (or connect) may take: a scrape of a frozen Redis answers well within Prometheus's
+# default scrape_timeout (10 s) instead of after the client's 10 s, which Prometheus counted as the target down.
+DEFAULT_REDIS_TIMEOUT = 3.0
 
 
 def process_registry() -> CollectorRegistry:
@@ -57,6 +60,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--bind", default=DEFAULT_BIND, help=f"host:port to listen on (default {DEFAULT_BIND})")
     p.add_argument("--redis-url", default=argparse.SUPPRESS,
                    help="default: ASYNQPY_REDIS_URL, REDIS_URL, the `asynqpy dev` server, then localhost")
+    p.add_argument("--redis-timeout", type=cliargs.interval, default=DEFAULT_REDIS_TIMEOUT,
+                   help="seconds a Redis reply may take before a scrape shows Redis as down, with the last queue "
+                        f"state marked stale (default {DEFAULT_REDIS_TIMEOUT:g}; keep it under the scrape_timeout)")
     p.add_argument("--max-age", type=cliargs.seconds, default=2.0,
                    help="seconds a shared queue snapshot may be reused by scrapes (default 2)")
     p.add_argument("--max-stale", type=cliargs.seconds, default=DEFAULT_MAX_STALE,
@@ -70,8 +76,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     host, port = parse_bind(args.bind)
     token = args.metrics_token or os.environ.get("ASYNQPY_METRICS_TOKEN") or None
+    if token is not None and not token.strip():
+        raise UsageError("the metrics token (--metrics-token or ASYNQPY_METRICS_TOKEN) is blank: give a token, or "
+                         "none to serve /metrics without one")
     url = getattr(args, "redis_url", None) or default_redis_url()
-    insp = Inspector(url)
+    insp = Inspector(url, timeout=args.redis_timeout)
     srv = make_server(insp, host, port, max_age=args.max_age, max_stale=args.max_stale, token=token).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

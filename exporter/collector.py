@@ -22,6 +22,7 @@ log = logging.getLogger("asynqpy.exporter")
 ASYNQ_STATES = ("active", "pending", "scheduled", "retry", "archived", "completed")  # asynq's: no aggregating
 STATES = (*ASYNQ_STATES, "aggregating")
 DEFAULT_MAX_STALE = 300.0  # seconds the last snapshot is still shown, marked stale, while Redis cannot answer
+DEFAULT_WAIT = 1.0  # seconds a scrape waits for another scrape's read of Redis before answering without it
 
 
 class QueueStateCollector(Collector):
@@ -32,18 +33,24 @@ class QueueStateCollector(Collector):
     BUSY, LOADING) the queue series are those of the last snapshot read, for at most max_stale seconds, with
     asynqpy_snapshot_stale 1 and their age in asynqpy_snapshot_age_seconds; older than that, they are left out.
     In both cases asynqpy_redis_up is 0 and asynqpy_redis_degraded{kind} names the trouble. Thread-safe (Flask
-    and the exporter serve scrapes from several threads).
+    and the exporter serve scrapes from several threads): one scrape at a time reads Redis; another that has
+    waited `wait` seconds for it (Redis slow to answer, or frozen: each read may take the Inspector's timeout)
+    answers without reading: the last snapshot marked stale, asynqpy_redis_up 0 and the trouble the last
+    finished read met (else "timeout"), so that scrapes never queue up behind a Redis that does not answer.
     """
 
-    def __init__(self, inspector: Inspector, *, max_age: float = 2.0, max_stale: float = DEFAULT_MAX_STALE) -> None:
+    def __init__(self, inspector: Inspector, *, max_age: float = 2.0, max_stale: float = DEFAULT_MAX_STALE,
+                 wait: float = DEFAULT_WAIT) -> None:
         self.inspector = inspector
         self.max_age = max_age
         self.max_stale = max_stale
+        self.wait = wait
         self._lock = threading.Lock()
         self.scrape_errors = 0
         self.connection_errors = 0
         self.redis_up: bool | None = None  # None: not scraped yet
         self.last_latency: float | None = None
+        self._last_trouble = ""  # the trouble the last finished read met ("" for none)
         self.trouble = TroubleLog("exporter", logger=log)
 
     def render(self) -> bytes:
@@ -56,14 +63,21 @@ class QueueStateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         t0 = time.perf_counter()
-        with self._lock:
-            latency, snap, trouble = self._read()
-            stale = snap is None
-            if snap is None:
-                snap = self._last_good()
-            self.redis_up = not trouble
-            self.last_latency = latency
+        if self._lock.acquire(timeout=self.wait):
+            try:
+                latency, snap, trouble = self._read()
+                self.redis_up = not trouble
+                self.last_latency = latency
+                self._last_trouble = trouble
+                errors, conn_errors = self.scrape_errors, self.connection_errors
+            finally:
+                self._lock.release()
+        else:  # another scrape has been reading Redis for `wait` seconds: Redis is not answering in time
+            latency, snap, trouble = self.last_latency, None, self._last_trouble or "timeout"
             errors, conn_errors = self.scrape_errors, self.connection_errors
+        stale = snap is None
+        if snap is None:
+            snap = self._last_good()
         if snap is not None:
             yield from queue_families(snap)
             yield from self._flow_families(snap)  # with the queue series, of the same snapshot

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,16 +34,17 @@ def health_probes(health: Health) -> dict[str, Probe]:
     return {"/livez": live, "/readyz": ready}
 
 
+# An optional host (a name, an IPv4 address, an IPv6 one bare or in brackets), then a port of ASCII digits.
+_BIND = re.compile(r"(?:(?P<host>\[[^\[\]\s]*\]|[^\[\]\s]*):)?(?P<port>[0-9]{1,6})")
+
+
 def parse_bind(text: str, default_host: str = "0.0.0.0") -> tuple[str, int]:
     """"0.0.0.0:9876", ":9876", "9876" or "[::1]:9876" -> (host, port). Raises UsageError."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = "", text
-    host = host.strip("[]") or default_host
-    try:
-        n = int(port)
-    except ValueError:
-        raise UsageError(f"expected host:port, got {text!r}") from None
+    m = _BIND.fullmatch(text)
+    if m is None:
+        raise UsageError(f"expected host:port (e.g. 0.0.0.0:9876, :9876 or [::1]:9876), got {text!r}")
+    host = (m["host"] or "").removeprefix("[").removesuffix("]") or default_host
+    n = int(m["port"])
     if not 0 <= n <= 65535:
         raise UsageError(f"port must be between 0 and 65535, got {n}")
     return host, n
@@ -69,8 +72,9 @@ class MetricsHTTPServer:
             def log_message(self, fmt: str, *args: object) -> None:
                 log.debug("metrics http: " + fmt, *args)
 
+        server_class = _IPv6Server if ":" in host else ThreadingHTTPServer  # an IPv6 address, e.g. "::1" or "::"
         try:
-            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd = server_class((host, port), Handler)
         except OSError as exc:  # a port in use, an address not ours, a host name that does not resolve
             raise AsynqError(f"cannot listen on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from exc
         self.httpd.daemon_threads = True
@@ -109,9 +113,15 @@ class MetricsHTTPServer:
                 self._send(req, 200 if ok else 503, (why + "\n").encode(), "text/plain; charset=utf-8")
             else:
                 self._send(req, 404, b"not found: try /metrics\n", "text/plain; charset=utf-8")
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (Prometheus's scrape_timeout)
+            log.debug("metrics http: %s: the client left before the answer", path)
+            req.close_connection = True
         except Exception:  # a broken collector answers 500 and is logged; the server carries on
             log.exception("metrics http: %s failed", path)
-            self._send(req, 500, b"internal error\n", "text/plain; charset=utf-8")
+            try:
+                self._send(req, 500, b"internal error\n", "text/plain; charset=utf-8")
+            except OSError:
+                req.close_connection = True
 
     def authorized(self, header: str | None) -> bool:
         return authorized(self.token, header)
@@ -128,9 +138,22 @@ class MetricsHTTPServer:
         req.wfile.write(body)
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 def authorized(token: str | None, header: str | None) -> bool:
-    """True when no token is required, or header is `Bearer <token>` (compared in constant time)."""
+    """True when no token is required, or header is `Bearer <token>` (compared in constant time).
+
+    Blanks around the token are no part of it (a token read from a file keeps its newline; Prometheus trims its
+    credentials_file); a token of blanks only lets no one in. The header's text is compared as the bytes sent
+    (HTTP servers and WSGI hand header values over decoded as Latin-1), so a non-ASCII token works in UTF-8."""
     if not token:
         return True
-    scheme, _, given = (header or "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    want = token.strip().encode()
+    scheme, _, given = (header or "").strip().partition(" ")
+    try:
+        got = given.strip().encode("latin-1")
+    except UnicodeEncodeError:  # not a header value as received from a client
+        got = given.strip().encode()
+    return bool(want) and scheme.lower() == "bearer" and hmac.compare_digest(got, want)

@@ -5,6 +5,7 @@ prometheus_client's multiprocess directory."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter as Tally
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,11 @@ class WorkerMetrics:
                            registry=registry, multiprocess_mode="liveall")
         self.live = Gauge("asynqpy_worker_live", "1 while every loop of the worker process runs.",
                           registry=registry, multiprocess_mode="liveall")
+        self.live.set(1)  # starting, until the first sample: live (as Server.health says), not ready
+        self.checked = Gauge("asynqpy_worker_last_check_timestamp_seconds", "Unix time of the process's last "
+                             "self-check (asynqpy_worker_live and _ready, every 0.25 s): one that stops moving is a "
+                             "frozen or wedged process.", registry=registry, multiprocess_mode="liveall")
+        self.checked.set(time.time())
         self.clock_offset = Gauge("asynqpy_worker_clock_offset_seconds",
                                   "Redis's clock minus this worker's, measured at every heartbeat (due times follow "
                                   "Redis's clock; beyond a second, fix the worker's clock).",
@@ -140,6 +146,7 @@ class WorkerMetrics:
         self.ready.set(1 if ready else 0)
         if rt is not None and rt.clock_offset is not None:
             self.clock_offset.set(rt.clock_offset)
+        self.checked.set(time.time())
 
     def _watch(self, server: Server, interval: float) -> None:
         while not self._stop.wait(interval):

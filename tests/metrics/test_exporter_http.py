@@ -90,6 +90,26 @@ def test_bad_bind_is_a_usage_error() -> None:
         parse_bind("1.2.3.4:70000")
 
 
+@pytest.mark.parametrize("bind", ["127.0.0.1:\u0661\u0662\u0663\u0664", "127.0.0.1:+9876", "127.0.0.1:9_876",
+                                  "127.0.0.1: 9876", " 9876", "[::1", "::1]:80", "[::1]x:80", "a b:80"])
+def test_a_bind_that_is_not_host_port_is_refused(bind: str) -> None:
+    """Only ASCII digits make a port and only a whole [IPv6] a bracketed host: int() read Arabic-Indic digits
+    as 1234, and took "+9876", "9_876" and blanks, so a typo listened on a port nobody asked for."""
+    with pytest.raises(UsageError, match="host:port"):
+        parse_bind(bind)
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_blank_token_is_a_usage_error(how: str) -> None:
+    """A token of blanks (an empty Secret file's newline) let no scrape in, with nothing said at start."""
+    env = {**os.environ, "ASYNQPY_METRICS_TOKEN": " \n"} if how == "environment" else None
+    args = ["--metrics-token", "  "] if how == "option" else []
+    out = subprocess.run([ASYNQPY, "exporter", "--bind", "127.0.0.1:0", "--redis-url", "redis://127.0.0.1:1/0",
+                          *args], capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "metrics token" in out.stderr and "blank" in out.stderr
+
+
 def test_blueprint_on_a_bare_flask_app(redis_url: str) -> None:
     from webui.metrics import bp
 

@@ -8,22 +8,26 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from asynqpy import Client, Task
-from asynqpy.embedded import free_port
+from asynqpy.embedded import EmbeddedServer, free_port
+from exporter.collector import QueueStateCollector
+from inspector import Inspector
 from tests.helpers import wait_for
-from tests.metrics.scrape import Samples, get, scrape, value
-from tests.redisfaults import busy, fault_redis, fault_server, fault_url, out_of_memory, read_only_keeping_data
+from tests.metrics.scrape import Samples, get, parse, scrape, value
+from tests.redisfaults import busy, fault_redis, fault_server, fault_url, frozen, out_of_memory, read_only_keeping_data
 from tests.webui.authkit import users_path
 from tests.webui.livekit import live_app
 
 __all__ = ["fault_redis", "fault_server", "fault_url", "users_path"]  # fixtures
 
 ASYNQPY = os.path.join(os.path.dirname(sys.executable), "asynqpy")
+PROMETHEUS_SCRAPE_TIMEOUT = 10.0  # Prometheus's default scrape_timeout: a slower answer is the target down
 
 
 @pytest.fixture
@@ -103,3 +107,49 @@ def test_a_fresh_exporter_under_busy_says_redis_is_down(exporter: str, fault_url
         s = scrape(exporter)
         assert value(s, "asynqpy_redis_up") == 0 and value(s, "asynqpy_redis_degraded", kind="BUSY") == 1
         assert _pending(s) is None and value(s, "asynqpy_snapshot_stale") is None  # nothing to show yet
+
+
+def test_frozen_redis_scrapes_answer_within_prometheus_scrape_timeout(exporter: str, fault_url: str,
+                                                                       fault_server: EmbeddedServer) -> None:
+    """Redis frozen (a hung host): a scrape answers 200 before Prometheus's default scrape_timeout (10 s), with
+    Redis down and the last snapshot marked stale; it took the client's 10 s timeout, so Prometheus marked the
+    exporter down and asynqpy_redis_up vanished instead of reading 0 (AsynqpyRedisDown never fired)."""
+    with Client(fault_url) as c:
+        c.enqueue(Task("t", b""), queue="mail")
+    assert _pending(scrape(exporter)) == 1
+    with frozen(fault_server):
+        status, _, body = get(exporter, timeout=PROMETHEUS_SCRAPE_TIMEOUT)
+        assert status == 200
+        s = parse(body)
+        assert value(s, "asynqpy_redis_up") == 0 and value(s, "asynqpy_redis_degraded", kind="timeout") == 1
+        assert _pending(s) == 1 and value(s, "asynqpy_snapshot_stale") == 1
+    assert value(scrape(exporter), "asynqpy_redis_up") == 1
+
+
+def test_scrapes_do_not_queue_behind_a_read_redis_does_not_answer(fault_url: str,
+                                                                  fault_server: EmbeddedServer) -> None:
+    """While one scrape waits on a frozen Redis, another answers without waiting for it (the last snapshot,
+    stale, Redis down): scrapes queued on the collector's lock, each taking a Redis timeout in turn, so
+    Prometheus's scrapes piled up (hundreds of open connections) and every one of them timed out."""
+    with Client(fault_url) as c:
+        c.enqueue(Task("t", b""), queue="mail")
+    insp = Inspector(fault_url, timeout=60)  # the first scrape stays blocked for the whole test
+    col = QueueStateCollector(insp, max_age=0)
+    col.wait = 0.2  # seconds the second scrape waits for the first
+    try:
+        assert _pending(parse(col.render().decode())) == 1
+        with frozen(fault_server):
+            first = threading.Thread(target=col.render, daemon=True)
+            first.start()
+            wait_for(col._lock.locked, what="the first scrape to read Redis")
+            got: list[Samples] = []
+            second = threading.Thread(target=lambda: got.append(parse(col.render().decode())), daemon=True)
+            second.start()
+            second.join(30)
+            assert got and first.is_alive()  # answered while the first still waits on Redis
+            s = got[0]
+            assert value(s, "asynqpy_redis_up") == 0 and value(s, "asynqpy_redis_degraded", kind="timeout") == 1
+            assert _pending(s) == 1 and value(s, "asynqpy_snapshot_stale") == 1
+        first.join(70)
+    finally:
+        insp.close()

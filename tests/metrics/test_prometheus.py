@@ -14,9 +14,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from asynqpy import Client, Task
 from asynqpy.metrics.worker import WorkerMetrics
 from tests.metrics.conftest import Stack, prometheus_binary
-from tests.metrics.scrape import scrape, value
+from tests.metrics.scrape import get, scrape, value
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 WINDOW = "30s"  # what $__rate_interval becomes: 30 scrapes at 1 s
@@ -49,8 +50,15 @@ def alert_rules() -> list[dict[str, Any]]:
     return [rule for g in doc["groups"] for rule in g["rules"]]
 
 
+def all_queues() -> str:
+    """What Grafana puts for $queue when All is chosen: the queue variable's allValue."""
+    dash = json.loads((DEPLOY / "grafana" / "asynqpy.json").read_text())
+    [var] = [v for v in dash["templating"]["list"] if v["name"] == "queue"]
+    return str(var["allValue"])
+
+
 def concrete(expr: str) -> str:
-    return expr.replace("$__rate_interval", WINDOW).replace('"$queue"', '".*"')
+    return expr.replace("$__rate_interval", WINDOW).replace('"$queue"', json.dumps(all_queues()))
 
 
 def wait_for_data(stack: Stack, expr: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -90,6 +98,23 @@ def test_dashboard_and_rules_are_parsed() -> None:
     assert covered == names  # every alert has a unit test
 
 
+# The exporter's counters of queue state: Redis's own, so every place that reads the same Redis (an exporter and
+# the dashboard's /metrics, two exporters) exports the same series.
+REDIS_COUNTERS = ("asynq_tasks_processed_total", "asynq_tasks_failed_total", "asynqpy_queue_enqueue_refused_total",
+                  "asynqpy_limit_waits_total")
+
+
+def test_redis_counters_count_once_however_many_places_export_them() -> None:
+    """A rate of one of Redis's counters is aggregated with max, not sum: summed, a second scrape of the same
+    Redis doubled the dashboard's processed and failed per second, refusals and limit waits, and made
+    AsynqpyEnqueuesRefused fire at half its threshold."""
+    exprs = dashboard_exprs() + [r["expr"] for r in alert_rules()]
+    summed = [e for e in exprs for name in REDIS_COUNTERS
+              if re.search(r"\bsum\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\((?:rate|increase)\(" + name, e)]
+    assert summed == []
+    assert sum(name in e for e in exprs for name in REDIS_COUNTERS) >= 7
+
+
 def test_promtool_checks_and_unit_tests_the_rules() -> None:
     if prometheus_binary() is None:
         pytest.skip("promtool is not installed (apt-get install --no-install-recommends prometheus)")
@@ -116,6 +141,24 @@ def test_prometheus_reads_a_queue_size_equal_to_the_exporter(prometheus_stack: S
     while any(t["health"] != "up" for t in prometheus_stack.api("/api/v1/targets")["activeTargets"]):
         assert time.monotonic() < deadline, prometheus_stack.api("/api/v1/targets")
         time.sleep(0.5)
+
+
+def test_the_redis_counters_are_the_exporters_queue_counters(prometheus_stack: Stack) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = get(prometheus_stack.exporter + "/metrics")[2]
+    counters = {f.name + "_total" for f in text_string_to_metric_families(body)
+                if f.type == "counter" and any("queue" in smp.labels for smp in f.samples)}
+    assert counters == set(REDIS_COUNTERS)
+
+
+def test_all_queues_includes_a_queue_with_a_line_break_in_its_name(prometheus_stack: Stack) -> None:
+    """The queue variable's All matches every queue name: it was ".*", and in Prometheus 2 "." matches no line
+    break, so a queue named with one (any client can name a queue) was left out of every panel."""
+    with Client(prometheus_stack.redis_url) as c:
+        c.enqueue(Task("t"), queue="line\nbreak")
+    wait_for_data(prometheus_stack, 'asynq_queue_size{queue="line\\nbreak"}')
+    wait_for_data(prometheus_stack, concrete('asynq_queue_size{queue=~"$queue",queue="line\\nbreak"}'))
 
 
 def test_a_duration_quantile_of_the_worker(prometheus_stack: Stack) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -124,6 +125,16 @@ def test_in_progress_and_health_follow_the_server(redis_url: str) -> None:
     assert value(samples(reg), "asynqpy_tasks_in_progress", queue="q") in (0, 3)
 
 
+def test_a_process_not_yet_sampled_is_live_and_not_ready() -> None:
+    """Until its first sample a worker is starting, which Server.health() calls live: the live gauge began at 0,
+    so a supervisor's /livez answered 503 "worker process(es) [pid] have stopped loops" each time it started a
+    child (after a crash, at every start of the host), and a liveness probe could restart the pod for it."""
+    reg = CollectorRegistry()
+    WorkerMetrics(reg)
+    s = samples(reg)
+    assert value(s, "asynqpy_worker_live") == 1 and value(s, "asynqpy_worker_ready") == 0
+
+
 class _Bug(BaseException):
     """Escapes a loop's own error handling (which catches Exception), as a bug in it would."""
 
@@ -211,11 +222,66 @@ def test_processes_share_one_port_through_multiprocess_mode(redis_url: str, r: r
     assert not made.exists()  # the supervisor removed the multiprocess directory it made
 
 
+@pytest.mark.slow
+def test_a_frozen_process_fails_the_probes(redis_url: str, tmp_path: Path) -> None:
+    """A child that stops (SIGSTOP, or wedged holding the GIL) is not live and not ready: the supervisor read the
+    gauges it wrote before it froze, so /livez and /readyz answered 200 for a process that did nothing."""
+    from asynqpy.supervisor import FROZEN_AFTER
+    port = free_port()
+    p = _worker(redis_url, port, "--processes", "2", tmp=str(tmp_path))
+    base = f"http://127.0.0.1:{port}"
+    child = 0
+    try:
+        wait_for(lambda: _ready(base), timeout=30, what="/readyz of both processes")
+        child = int(dict(next(iter(series(scrape(base + "/metrics"), "asynqpy_worker_ready"))))["pid"])
+        os.kill(child, signal.SIGSTOP)
+        live = wait_for(lambda: (g := get(base + "/livez"))[0] == 503 and g, timeout=FROZEN_AFTER + 30,
+                        interval=0.5, what="/livez to answer 503")
+        assert f"[{child}]" in live[2] and "frozen" in live[2], live
+        status, _, body = get(base + "/readyz")
+        assert status == 503 and body.startswith("1 of 2 worker processes ready") and "frozen" in body, body
+        os.kill(child, signal.SIGCONT)
+        wait_for(lambda: _ready(base) and get(base + "/livez")[0] == 200, timeout=30, what="both probes at 200")
+    finally:
+        if child:
+            os.kill(child, signal.SIGCONT)
+        _stop(p)
+    assert p.returncode == 0, p.stderr.read().decode() if p.stderr else ""
+
+
 @pytest.mark.parametrize("bad", [["--metrics-port", "70000"], ["--metrics-port", "1", "--max-task-types", "-1"]])
 def test_bad_metrics_options_are_usage_errors(bad: list[str]) -> None:
     out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", *bad], capture_output=True, text=True,
                          cwd=REPO, timeout=30)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.parametrize("where", ["a-file", "a-file/below"])
+def test_a_bad_multiproc_dir_is_a_usage_error(tmp_path: Path, processes: str, where: str) -> None:
+    """PROMETHEUS_MULTIPROC_DIR naming a file (or a path below one): one line naming it and exit 2; it was a
+    traceback (FileExistsError from the supervisor, FileNotFoundError from prometheus_client in one process)."""
+    (tmp_path / "a-file").write_text("")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / where)}
+    out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", "--redis-url", "redis://127.0.0.1:1/0",
+                          "--processes", processes, "--metrics-port", "0", "--metrics-host", "127.0.0.1"],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"PROMETHEUS_MULTIPROC_DIR={str(tmp_path / where)!r}" in out.stderr.strip().splitlines()[-1]
+
+
+def test_a_metrics_port_in_use_leaves_no_directory_behind(tmp_path: Path) -> None:
+    """--processes 2 with a --metrics-port it cannot listen on: one line, exit 1, and the multiprocess directory
+    it had made is gone (one was left in the temporary directory at each such start)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = subprocess.run([ASYNQPY, "worker", "tests.metrics.apps:mux", "--redis-url", "redis://127.0.0.1:1/0",
+                              "--processes", "2", "--metrics-port", str(taken.getsockname()[1]),
+                              "--metrics-host", "127.0.0.1"], capture_output=True, text=True, cwd=REPO,
+                             env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=60)
+    assert out.returncode == 1 and "cannot listen" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_worker_counts_tasks_that_waited_on_a_limit(redis_url: str, r: redis.Redis) -> None:
