@@ -156,6 +156,19 @@ def test_the_login_page_offers_sso_and_a_mapped_group_signs_in(site: Site) -> No
                and r.role == "operator" for r in page.records), page.records
 
 
+def test_an_oidc_logout_ends_the_session_and_is_audited(site: Site) -> None:
+    browser = requests.Session()
+    home = browser.get(_to_callback(browser, site, "olivia"))
+    assert home.status_code == 200
+    tok = re.search(r'"X-CSRF-Token": "([^"]+)"', home.text).group(1)  # type: ignore[union-attr]
+    out = browser.post(f"{site.base}/logout", headers={"X-CSRF-Token": tok}, allow_redirects=False)
+    assert out.status_code == 303
+    assert browser.get(f"{site.base}/", allow_redirects=False).status_code in (302, 303)  # the session is over
+    with site.app.app_context():
+        page = site.app.extensions["asynqpy.auth"].audit.list(user="oidc:olivia@example.com")
+    assert [r.action for r in page.records][:2] == ["logout", "login"], page.records
+
+
 def test_admin_group_gets_admin_and_the_audit_page(site: Site) -> None:
     browser = requests.Session()
     browser.get(_to_callback(browser, site, "alice"))
