@@ -127,7 +127,7 @@ def _task_action(queue: str, task_id: str, action: str) -> Any:
     state = _guarded(name, queue, lambda: insp.get_task(queue, task_id).state.value, task_ids=[task_id])
     _guarded(name, queue, lambda: _check(action, state), task_ids=[task_id])
     if action == "cancel":
-        n = insp.cancel(task_id)
+        n = _guarded(name, queue, lambda: insp.cancel(task_id), task_ids=[task_id])
         msg = f"asked {n} server(s) to cancel task {task_id}" if n else "no server heard the cancel request"
     else:
         _guarded(name, queue, lambda: getattr(insp, f"{action}_task")(queue, task_id), task_ids=[task_id])
@@ -164,7 +164,7 @@ def state_action(queue: str, state: str, action: str) -> Any:
         # a cancel goes by task id alone: only ids active in this queue, so a per-queue operator cannot
         # cancel another queue's tasks through a queue they may operate on
         ids = [tid for tid in ids if _active_in(insp, queue, tid)]
-        heard = [insp.cancel(tid) for tid in ids]
+        heard = _cancel_each("tasks.cancel", queue, ids)
         msg = f"cancel requested for {len(ids)} task(s); {sum(1 for h in heard if h)} heard by a server"
         _audit("tasks.cancel", queue, "ok", task_ids=ids, count=len(ids), detail=msg)
         return state_view(queue, state, message=msg)
@@ -174,6 +174,21 @@ def state_action(queue: str, state: str, action: str) -> Any:
     _audit(f"tasks.{action}", queue, "ok" if not res.failed else "partial", task_ids=ids, count=len(res.succeeded),
            detail=msg)
     return state_view(queue, state, message=msg, kind="ok" if not res.failed else "warn")
+
+
+def _cancel_each(action: str, queue: str, ids: list[str]) -> list[int]:
+    """Ask the servers to cancel each task; how many servers heard each. When Redis refuses or goes away
+    midway, the cancels already sent are audited (outcome error, with how many) before the error is shown."""
+    insp = inspector()
+    heard: list[int] = []
+    try:
+        for tid in ids:
+            heard.append(insp.cancel(tid))
+    except (AsynqError, ValueError) as exc:
+        _audit(action, queue, "error", task_ids=ids, count=len(heard),
+               detail=f"cancel requested for {len(heard)} of {len(ids)} task(s), then: {exc}")
+        raise
+    return heard
 
 
 def _active_in(insp: Any, queue: str, task_id: str) -> bool:
@@ -213,8 +228,7 @@ def _on_all(queue: str, state: str, action: str) -> Any:
     rate = _rate(request.form.get("rate", ""))
     if action == "cancel":
         ids = [t.id for t in insp.list_tasks(queue, "active", size=min(max(count, 1), 1000)).tasks]
-        for tid in ids:
-            insp.cancel(tid)
+        _cancel_each(name, queue, ids)
         msg = f"cancel requested for all {len(ids)} active tasks"
         _audit(name, queue, "ok", count=len(ids), detail=msg)
         return state_view(queue, state, message=msg)

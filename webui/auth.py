@@ -223,7 +223,9 @@ def logout() -> Any:
     sid = session.get("sid")
     if isinstance(sid, str):
         security.state().sessions.end(sid)
-    if g.user is not None and not g.user.sso:
+    # a proxy (header) user has no session to end; an OpenID Connect user's session is ended like any other and
+    # its logout recorded like any other (it was not: g.user.sso is true for both kinds)
+    if g.user is not None and (not g.user.sso or isinstance(sid, str)):
         audit.record("logout", outcome="ok")
     session.clear()
     csrf.rotate()

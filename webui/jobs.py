@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, current_app
 
+from asynqpy.errors import AsynqError
 from inspector.find import Mask
 from inspector.jobs import Job, JobNotFoundError
 from webui import access, audit, inspector
@@ -72,8 +73,13 @@ def job_status(job_id: str) -> Any:
 def job_cancel(job_id: str) -> Any:
     if not access.anywhere("admin"):
         access.require(None, "admin")  # refused (and audited) before the job is even looked up
-    access.require(_visible_job(job_id).queue, "admin")  # admin on the job's queue
-    job = inspector().cancel_job(job_id)
+    queue = _visible_job(job_id).queue
+    access.require(queue, "admin")  # admin on the job's queue
+    try:
+        job = inspector().cancel_job(job_id)
+    except AsynqError as exc:  # Redis refused or went away: audited as every failed action is
+        audit.record("job.cancel", queue=queue, outcome="error", detail=f"job {job_id}: {exc}")
+        raise
     access.act_on(job.queue)
     audit.record("job.cancel", queue=job.queue, count=job.done, outcome="ok", detail=f"job {job.id} canceled")
     return _show(job, "the job stops after its current chunk")

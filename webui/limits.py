@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, abort, request
 
-from asynqpy.errors import InvalidArgumentError
+from asynqpy.errors import AsynqError, InvalidArgumentError
 from asynqpy.limits import Limit, parse_rate
 from inspector.limitviews import go_consumers
 from webui import access, audit, inspector, security
@@ -58,7 +58,11 @@ def limit_set() -> Any:
                     burst=float(f.get("burst") or 0), key=f.get("key", "").strip())
     except (InvalidArgumentError, ValueError) as exc:
         return _show(f"limit not set: {exc}", "error", 400)
-    inspector().set_limit(lim)
+    try:
+        inspector().set_limit(lim)
+    except AsynqError as exc:  # Redis refused or went away: the attempt is audited as every failed action is
+        audit.record("limit.set", outcome="error", detail=f"{lim.pattern}: {exc}")
+        raise
     audit.record("limit.set", outcome="ok", detail=f"{lim.pattern}: {lim.describe()}")
     return _show(f"limit {lim.pattern} set: {lim.describe()}")
 
@@ -68,7 +72,11 @@ def limit_set() -> Any:
 def limit_remove() -> Any:
     _admin("removing a limit")
     pattern = request.form.get("pattern", "")
-    gone = inspector().remove_limit(pattern)
+    try:
+        gone = inspector().remove_limit(pattern)
+    except AsynqError as exc:
+        audit.record("limit.remove", outcome="error", detail=f"{pattern}: {exc}")
+        raise
     audit.record("limit.remove", outcome="ok" if gone else "missing", detail=pattern)
     return _show(f"limit {pattern} removed; its waiting tasks are pending again" if gone
                  else f"no limit {pattern}", "ok" if gone else "error")

@@ -2,8 +2,9 @@
 
 Register it with `app.register_blueprint(webui.metrics.bp)`. It reads from the app config:
 ASYNQPY_INSPECTOR (an Inspector to use; default: the dashboard's, when mounted on it) or ASYNQPY_REDIS_URL
-(default: asynqpy's default URL), METRICS_TOKEN (require `Authorization: Bearer <token>`; default
-ASYNQPY_METRICS_TOKEN from the environment) and METRICS_MAX_AGE (seconds a shared snapshot may be reused;
+(default: asynqpy's default URL), METRICS_TOKEN or ASYNQPY_METRICS_TOKEN (require `Authorization: Bearer
+<token>`; the dashboard config file's ``metrics_token`` arrives as the latter; default ASYNQPY_METRICS_TOKEN from
+the environment) and METRICS_MAX_AGE (seconds a shared snapshot may be reused;
 default the dashboard's ASYNQPY_POLL_SECONDS, so scrapes and pages share one snapshot per interval, else 2).
 A scrape always answers 200, whatever Redis does (see exporter.collector).
 """
@@ -40,7 +41,10 @@ def _collector() -> QueueStateCollector:
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    token = current_app.config.get("METRICS_TOKEN") or os.environ.get("ASYNQPY_METRICS_TOKEN")
+    cfg = current_app.config
+    # the config file's metrics_token is ASYNQPY_METRICS_TOKEN in app.config: reading only METRICS_TOKEN left
+    # /metrics open to anyone while its owner believed it protected
+    token = cfg.get("METRICS_TOKEN") or cfg.get("ASYNQPY_METRICS_TOKEN") or os.environ.get("ASYNQPY_METRICS_TOKEN")
     if not authorized(token, request.headers.get("Authorization")):
         return Response("a bearer token is required\n", 401, {"WWW-Authenticate": "Bearer"},
                         mimetype="text/plain")

@@ -109,6 +109,10 @@ def callback() -> Any:
         log.warning("OIDC sign-in failed: %s: %s", type(exc).__name__, exc)
         return _refuse(f"the sign-in could not be checked: {type(exc).__name__}", 400, user="")
     claims = dict(token.get("userinfo") or {})
+    if not token.get("id_token") or not isinstance(claims.get("sub"), str) or not claims["sub"]:
+        # Authlib checks the ID token's signature, issuer, audience, expiry and nonce only when there is one:
+        # without it nothing says who signed in (every such user was "oidc:unknown" with the default role)
+        return _refuse("the identity provider sent no ID token (is openid in ASYNQPY_OIDC_SCOPES?)", 400, user="")
     groups_claim = current_app.config["ASYNQPY_OIDC_GROUPS_CLAIM"]
     groups = _claim_list(claims.get(groups_claim))
     name = _display_name(claims)
@@ -168,6 +172,9 @@ def init_app(app: Flask) -> None:
         return
     if not cfg["ASYNQPY_OIDC_CLIENT_ID"]:
         raise ValueError("ASYNQPY_OIDC_ISSUER is set but ASYNQPY_OIDC_CLIENT_ID is not")
+    if "openid" not in str(cfg["ASYNQPY_OIDC_SCOPES"]).split():
+        raise ValueError(f"ASYNQPY_OIDC_SCOPES must include openid (the ID token says who signed in), got "
+                         f"{cfg['ASYNQPY_OIDC_SCOPES']!r}")
     default = cfg["ASYNQPY_OIDC_DEFAULT_ROLE"]
     if default and default not in ROLES:
         raise ValueError(f"ASYNQPY_OIDC_DEFAULT_ROLE {default!r} is not one of {', '.join(ROLES)}")

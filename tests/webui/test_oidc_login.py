@@ -156,6 +156,19 @@ def test_the_login_page_offers_sso_and_a_mapped_group_signs_in(site: Site) -> No
                and r.role == "operator" for r in page.records), page.records
 
 
+def test_an_oidc_logout_ends_the_session_and_is_audited(site: Site) -> None:
+    browser = requests.Session()
+    home = browser.get(_to_callback(browser, site, "olivia"))
+    assert home.status_code == 200
+    tok = re.search(r'"X-CSRF-Token": "([^"]+)"', home.text).group(1)  # type: ignore[union-attr]
+    out = browser.post(f"{site.base}/logout", headers={"X-CSRF-Token": tok}, allow_redirects=False)
+    assert out.status_code == 303
+    assert browser.get(f"{site.base}/", allow_redirects=False).status_code in (302, 303)  # the session is over
+    with site.app.app_context():
+        page = site.app.extensions["asynqpy.auth"].audit.list(user="oidc:olivia@example.com")
+    assert [r.action for r in page.records][:2] == ["logout", "login"], page.records
+
+
 def test_admin_group_gets_admin_and_the_audit_page(site: Site) -> None:
     browser = requests.Session()
     browser.get(_to_callback(browser, site, "alice"))
@@ -196,9 +209,36 @@ def test_a_replayed_code_is_refused(site: Site) -> None:
     assert thief.get(f"{site.base}/", allow_redirects=False).status_code in (302, 303)
 
 
+def test_a_sign_in_without_an_id_token_is_refused(provider_and_port: tuple[str, int], redis_url: str,
+                                                   users_path: Path, r: Any) -> None:
+    """Without the openid scope the provider sends no ID token, so nothing checked says who signed in: refused,
+    even with a default role (it was a session as "oidc:unknown", the same name for everyone)."""
+    issuer, app_port = provider_and_port
+    app = make_app(redis_url, users_path, ASYNQPY_OIDC_ISSUER=issuer, ASYNQPY_OIDC_CLIENT_ID="asynqpy-dashboard",
+                   ASYNQPY_OIDC_CLIENT_SECRET=SECRET, ASYNQPY_OIDC_GROUP_ROLES=GROUP_ROLES,
+                   ASYNQPY_OIDC_DEFAULT_ROLE="viewer")
+    app.extensions["asynqpy.oidc"].oidc.client_kwargs["scope"] = "profile email"  # a provider asked without openid
+    server = make_server("127.0.0.1", app_port, app, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        site = Site(f"http://127.0.0.1:{app_port}", issuer, app)
+        browser = requests.Session()
+        resp = browser.get(_to_callback(browser, site, "olivia"))
+        assert resp.status_code == 400 and "no ID token" in resp.text and "oidc:unknown" not in resp.text
+        assert browser.get(f"{site.base}/", allow_redirects=False).status_code in (302, 303)  # no session
+        assert not [x for x in AuditLog(r).list().records if x.action == "login"]
+        assert any(c.action == "login.failed" and "no ID token" in c.detail for c in RefusedLog(r).list())
+    finally:
+        server.shutdown()
+        app.extensions["asynqpy.inspector"].close()
+
+
 def test_bad_settings_are_clear_errors(redis_url: str, users_path: Path) -> None:
     with pytest.raises(ValueError, match="ASYNQPY_OIDC_CLIENT_ID"):
         make_app(redis_url, users_path, ASYNQPY_OIDC_ISSUER="http://127.0.0.1:1")
+    with pytest.raises(ValueError, match="ASYNQPY_OIDC_SCOPES must include openid"):
+        make_app(redis_url, users_path, ASYNQPY_OIDC_ISSUER="http://127.0.0.1:1", ASYNQPY_OIDC_CLIENT_ID="x",
+                 ASYNQPY_OIDC_SCOPES="profile email")
     with pytest.raises(ValueError, match="unknown role"):
         make_app(redis_url, users_path, ASYNQPY_OIDC_ISSUER="http://127.0.0.1:1", ASYNQPY_OIDC_CLIENT_ID="x",
                  ASYNQPY_OIDC_GROUP_ROLES="staff=superuser")
