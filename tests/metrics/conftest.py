@@ -80,7 +80,8 @@ def _config(exporter: int, dead_exporter: int, worker: int) -> dict[str, Any]:
     cfg = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     cfg["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     cfg["rule_files"] = [str(DEPLOY / "prometheus" / "alerts.yml")]
-    targets = {"asynqpy-exporter": [f"127.0.0.1:{exporter}", f"127.0.0.1:{dead_exporter}"],
+    # a third exporter target where nothing listens: Prometheus's up 0 (AsynqpyExporterDown)
+    targets = {"asynqpy-exporter": [f"127.0.0.1:{exporter}", f"127.0.0.1:{dead_exporter}", f"127.0.0.1:{free_port()}"],
                "asynqpy-workers": [f"127.0.0.1:{worker}"]}
     cfg["scrape_configs"] = [j for j in cfg["scrape_configs"] if j["job_name"] in targets]
     for job in cfg["scrape_configs"]:
