@@ -157,3 +157,24 @@ def test_a_waiting_task_archived_meanwhile_does_not_start(redis_url: str, r: red
     SyncRunner(r).run(broker.done("default", [(first, "")], now=time.time()))
     assert dequeue(r) == []
     assert r.llen(keys.limit_wait_list("default", "email:*\n")) == 0
+
+
+def test_odd_limit_values_are_refused_and_never_fail_the_queues_dequeue(redis_url: str, r: redis.Redis) -> None:
+    for bad in [dict(rate=math.inf), dict(rate=math.nan), dict(rate=1, burst=math.nan), dict(concurrency=2.5),
+                dict(concurrency=True)]:
+        with pytest.raises(InvalidArgumentError):
+            Limit("x:*", **bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="too large"):
+        parse_rate("9" * 400 + "/s")  # a float of inf
+    c = Client(redis_url)
+    for t in ["x:a", "x:a", "y:a", "y:a", "free"]:
+        c.enqueue(Task(t, b""))
+    # finite but extreme: the token bucket's expiry would be out of PEXPIRE's range; so would a raw 'inf' written
+    # by hand. None of them may fail the dequeue of the queue (every other type would stop too).
+    set_limit(r, Limit("x:*", rate=1e-300))
+    set_limit(r, Limit("y:*", rate=1, burst=1e300))
+    assert sorted(types_of(r, dequeue(r))) == ["free", "x:a", "y:a", "y:a"]
+    r.hset(keys.queue_limits("default"), "z:*", "^z:.*$\t0\tinf\tinf\t")
+    c.enqueue(Task("z:a", b""))
+    c.enqueue(Task("free", b""))
+    assert sorted(types_of(r, dequeue(r))) == ["free", "z:a"]
