@@ -21,7 +21,9 @@ for i = 5, #ARGV do
     detach(ARGV[1], KEYS[1], KEYS[3], id, state, group)
     redis.call("ZADD", KEYS[2], ARGV[2], id)
     redis.call("HSET", key, "state", "archived")
-    redis.call("HDEL", key, "pending_since")
+    -- limit_wait too: a task archived while it waited on a limit (in the limit's wait list, not in pending) stops
+    -- waiting, so that the dequeue drops its stale wait-list entry; else, run again, it would start twice
+    redis.call("HDEL", key, "pending_since", "limit_wait")
     codes[#codes + 1] = 1
   end
 end

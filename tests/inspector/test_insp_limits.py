@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from asynqpy import Client, Limit, Task
-from asynqpy.rdb import broker
+from asynqpy.rdb import broker, keys
 from asynqpy.rdb.sync_runner import SyncRunner
 from inspector.api import Inspector
 from inspector.cli import main
@@ -103,3 +103,23 @@ def test_a_go_server_on_a_limited_queue_is_warned_about(capsys: pytest.CaptureFi
     waiting = r.lindex("asynqpy:{default}:lwait:email:*\n", 0).decode()
     out = cli(capsys, redis_url, "task", "explain", "default", waiting)[1]
     assert "Go workers do not obey asynqpy's limits" in out
+
+
+def test_a_waiting_task_archived_then_run_again_starts_once(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(4):
+        c.enqueue(Task("email:x", b""), task_id=f"t{i}")
+    insp = Inspector(redis_url)
+    insp.set_limit(Limit("email:*", concurrency=2))
+
+    def dequeue() -> list[str]:
+        rows = SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+        return [tid for tid, _, _ in rows]
+
+    assert dequeue() == ["t0", "t1"]  # t2 and t3 wait on the limit
+    insp.archive_task("default", "t3")
+    insp.run_task("default", "t3")  # back to pending
+    SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
+    insp.set_limit(Limit("email:*", concurrency=5))
+    assert sorted(dequeue()) == ["t2", "t3"]  # t3 once, not from its stale wait-list entry and from pending too
+    assert sorted(r.lrange(keys.active("default"), 0, -1)) == [b"t2", b"t3"]
