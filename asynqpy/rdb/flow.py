@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -80,7 +80,7 @@ def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None)
     now = time.time() if now is None else now
     running, parts = 0, 0
     for k in r.scan_iter(match=_glob(keys.limit_slots(queue, limit.pattern, "")) + "*", count=500):
-        n = int(r.zcount(k, now, "+inf"))
+        n = holding(r.execute_command, queue, k, now)
         running += n
         parts += 1 if n else 0
     tokens: float | None = None
@@ -101,6 +101,16 @@ def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None)
                 oldest = max(oldest, now - int(since) / 1e9)
     total = int(r.hget(keys.limit_waits(queue), limit.pattern) or 0)
     return Usage(queue, limit, running, tokens, waiting, parts, total, max(0.0, oldest))
+
+
+def holding(command: Callable[..., Any], queue: str, slots: Any, now: float) -> int:
+    """How many tasks hold a slot of the zset `slots` now: those whose lease in the queue runs on, as the
+    dequeue script counts them (lua/_limits.lua, room()). A finished task's entry stays in the zset, with the
+    lease it had, until a fetch finds the limit full, so the zset's own scores would count it as running."""
+    ids = command("ZRANGE", slots, 0, -1)
+    if not ids:
+        return 0
+    return sum(1 for s in command("ZMSCORE", keys.lease(queue), *ids) if s is not None and float(s) > now)
 
 
 def usages(r: redis.Redis) -> list[Usage]:

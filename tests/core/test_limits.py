@@ -178,3 +178,15 @@ def test_odd_limit_values_are_refused_and_never_fail_the_queues_dequeue(redis_ur
     c.enqueue(Task("z:a", b""))
     c.enqueue(Task("free", b""))
     assert sorted(types_of(r, dequeue(r))) == ["free", "z:a"]
+
+
+def test_usage_counts_as_running_only_the_holders_whose_lease_runs_on(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for _ in range(3):
+        c.enqueue(Task("email:send", b""))
+    set_limit(r, Limit("email:*", concurrency=2))
+    got = dequeue(r)
+    assert usage(r, "default", Limit("email:*", concurrency=2)).running == 2
+    SyncRunner(r).run(broker.done("default", [(got[0], "")], now=time.time()))
+    # its slot entry stays until a fetch finds the limit full; it holds no lease, it is not running
+    assert usage(r, "default", Limit("email:*", concurrency=2)).running == 1

@@ -123,3 +123,15 @@ def test_a_waiting_task_archived_then_run_again_starts_once(redis_url: str, r: r
     insp.set_limit(Limit("email:*", concurrency=5))
     assert sorted(dequeue()) == ["t2", "t3"]  # t3 once, not from its stale wait-list entry and from pending too
     assert sorted(r.lrange(keys.active("default"), 0, -1)) == [b"t2", b"t3"]
+
+
+def test_explain_of_a_waiting_task_counts_only_the_running_holders(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(3):
+        c.enqueue(Task("email:x", b""), task_id=f"t{i}")
+    insp = Inspector(redis_url)
+    insp.set_limit(Limit("email:*", concurrency=2))
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+    assert "(2/2 running)" in str(insp.explain("default", "t2"))
+    SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
+    assert "(0/2 running)" in str(insp.explain("default", "t2"))  # they finished: the next fetch starts t2
