@@ -5,6 +5,8 @@
 -- ARGV[4] max archive size   ARGV[5..] task ids
 -- returns one code per id: 1 archived, 0 no such task, -1 already archived, -2 active
 -- #include _detach.lua
+-- #include _limits.lua
+-- #include _leave_wait.lua
 -- #include _archive.lua
 local codes = {}
 for i = 5, #ARGV do
@@ -18,6 +20,9 @@ for i = 5, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -2
   else
+    if state == "pending" then
+      leave_wait(ARGV[1], key, id)  -- (when it waits on a limit)
+    end
     detach(ARGV[1], KEYS[1], KEYS[3], id, state, group)
     redis.call("ZADD", KEYS[2], ARGV[2], id)
     redis.call("HSET", key, "state", "archived")

@@ -135,3 +135,21 @@ def test_explain_of_a_waiting_task_counts_only_the_running_holders(redis_url: st
     assert "(2/2 running)" in str(insp.explain("default", "t2"))
     SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
     assert "(0/2 running)" in str(insp.explain("default", "t2"))  # they finished: the next fetch starts t2
+
+
+def test_a_waiting_task_deleted_or_archived_leaves_its_wait_list_and_the_queue_size(redis_url: str,
+                                                                                   r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(4):
+        c.enqueue(Task("email:x", b"", headers={"tenant": "a"}), task_id=f"t{i}")
+    insp = Inspector(redis_url)
+    insp.set_limit(Limit("email:*", concurrency=1, key="header.tenant"))
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))  # t0 runs
+    insp.set_queue_limit("default", max_size=3)
+    insp.delete_task("default", "t2")  # in the middle of its wait list: no fetch would find it there soon
+    insp.archive_task("default", "t3")
+    wl = keys.limit_wait_list("default", "email:*\na")
+    assert r.lrange(wl, 0, -1) == [b"t1"] and r.get("asynqpy:{default}:lwaitn") == b"1"
+    c.enqueue(Task("other", b""))  # the queue holds t0 and t1 (and the archived t3): room for one more
+    insp.delete_task("default", "t1")
+    assert not r.exists(wl) and r.zcard(keys.limit_waiting("default")) == 0
