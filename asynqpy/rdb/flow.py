@@ -79,7 +79,14 @@ def apply_defaults(r: redis.Redis, defaults: Sequence[Limit], queues: Iterable[s
 def usage(r: redis.Redis, queue: str, limit: Limit, *, now: float | None = None) -> Usage:
     now = time.time() if now is None else now
     running, parts = 0, 0
-    for k in r.scan_iter(match=_glob(keys.limit_slots(queue, limit.pattern, "")) + "*", count=500):
+    base = keys.limit_slots(queue, limit.pattern, "")
+    # the slot keys of limit `email` begin as those of a limit `email:*` or `email:send` do: theirs are left out
+    # (an unpartitioned limit has one key)
+    others = [keys.limit_slots(queue, name, "") for name in map(_text, r.hkeys(keys.queue_limits(queue)))
+              if name != limit.pattern and name.startswith(limit.pattern + ":")]
+    for k in r.scan_iter(match=_glob(base) + "*", count=500):
+        if (_text(k) != base and not limit.key) or any(_text(k).startswith(o) for o in others):
+            continue
         n = holding(r.execute_command, queue, k, now)
         running += n
         parts += 1 if n else 0

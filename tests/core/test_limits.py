@@ -190,3 +190,17 @@ def test_usage_counts_as_running_only_the_holders_whose_lease_runs_on(redis_url:
     SyncRunner(r).run(broker.done("default", [(got[0], "")], now=time.time()))
     # its slot entry stays until a fetch finds the limit full; it holds no lease, it is not running
     assert usage(r, "default", Limit("email:*", concurrency=2)).running == 1
+
+
+def test_usage_of_a_limit_leaves_out_the_slots_of_a_limit_whose_name_begins_with_its_own(
+        redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for _ in range(2):
+        c.enqueue(Task("email:send", b"", headers={"tenant": "a"}))
+    set_limit(r, Limit("email", concurrency=5, key="header.tenant"), queues=["default"])  # type 'email' only
+    set_limit(r, Limit("email:*", concurrency=5))
+    set_limit(r, Limit("email:send", concurrency=5, key="header.tenant"))
+    assert len(dequeue(r)) == 2
+    running = {lim: usage(r, "default", Limit(lim, concurrency=5, key=key)).running
+               for lim, key in [("email", "header.tenant"), ("email:*", ""), ("email:send", "header.tenant")]}
+    assert running == {"email": 0, "email:*": 2, "email:send": 2}
