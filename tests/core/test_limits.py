@@ -204,3 +204,16 @@ def test_usage_of_a_limit_leaves_out_the_slots_of_a_limit_whose_name_begins_with
     running = {lim: usage(r, "default", Limit(lim, concurrency=5, key=key)).running
                for lim, key in [("email", "header.tenant"), ("email:*", ""), ("email:send", "header.tenant")]}
     assert running == {"email": 0, "email:*": 2, "email:send": 2}
+
+
+def test_a_partition_with_room_starts_behind_more_than_twenty_blocked_ones(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for k in range(2):
+        for t in range(25):
+            c.enqueue(Task("sync", b"", headers={"tenant": f"{t:02d}"}), task_id=f"{t:02d}-{k}")
+    set_limit(r, Limit("sync", concurrency=1, key="header.tenant"), queues=["default"])
+    assert len(dequeue(r, 100)) == 25  # one per tenant; the other 25 wait, each in its own partition
+    # the tenants sorting last finish; the first 20 partitions (the same score: their holders' lease) stay full
+    SyncRunner(r).run(broker.done("default", [(f"{t:02d}-0", "") for t in range(20, 25)], now=time.time()))
+    started = dequeue(r, 100) + dequeue(r, 100)  # the first fetch looks at 20 partitions, the next at the rest
+    assert sorted(started) == [f"{t}-1" for t in range(20, 25)]
