@@ -7,6 +7,7 @@ what Redis answers comes out as asynqpy's errors.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -152,6 +153,12 @@ def set_queue_limit(r: redis.Redis, queue: str, *, max_size: int | None = None,
                     max_latency: float | None = None) -> None:
     if max_size is None and max_latency is None:
         raise InvalidArgumentError("give max_size and/or max_latency (or clear the limit)")
+    if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int)):
+        raise InvalidArgumentError(f"max_size must be a whole number, got {max_size!r}", argument="max_size")
+    if max_latency is not None and (isinstance(max_latency, bool) or not isinstance(max_latency, (int, float))
+                                    or not math.isfinite(max_latency)):
+        raise InvalidArgumentError(f"max_latency must be a finite number of seconds, got {max_latency!r}",
+                                   argument="max_latency")
     if max_size is not None and max_size < 1:
         raise InvalidArgumentError(f"max_size must be at least 1, got {max_size!r}", argument="max_size")
     if max_latency is not None and not max_latency > 0:
