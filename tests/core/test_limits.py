@@ -217,3 +217,21 @@ def test_a_partition_with_room_starts_behind_more_than_twenty_blocked_ones(redis
     SyncRunner(r).run(broker.done("default", [(f"{t:02d}-0", "") for t in range(20, 25)], now=time.time()))
     started = dequeue(r, 100) + dequeue(r, 100)  # the first fetch looks at 20 partitions, the next at the rest
     assert sorted(started) == [f"{t}-1" for t in range(20, 25)]
+
+
+def test_a_call_that_held_back_max_blocked_tasks_wakes_the_queues_workers_for_the_rest(redis_url: str,
+                                                                                      r: redis.Redis) -> None:
+    c = Client(redis_url)
+    c.enqueue_many([Task("email:send", b"") for _ in range(250)])
+    c.enqueue(Task("free", b""))
+    set_limit(r, Limit("email:*", concurrency=1))
+    sub = r.pubsub()
+    sub.subscribe(keys.WAKE_CHANNEL)
+    assert sub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+    assert len(dequeue(r)) == 1  # one starts, 100 are held back: the call stops there
+    woke = sub.get_message(timeout=5)
+    assert woke and woke["data"] == b"default"  # idle workers fetch again now, not at their next poll
+    assert dequeue(r) == [] and sub.get_message(timeout=5)["data"] == b"default"  # type: ignore[index]
+    assert types_of(r, dequeue(r)) == ["free"]  # the last 49 limited ones, then the free one
+    assert sub.get_message(timeout=0.2) is None  # nothing more behind: no wake
+    sub.close()

@@ -22,6 +22,7 @@
 -- MAX_BLOCKED of them per call, to bound the script's time).
 local MAX_BLOCKED = 100
 local WAIT_SCAN = 20  -- partitions with waiting tasks looked at per call
+local WAKE_CHANNEL = "asynqpy:wake"  -- keys.WAKE_CHANNEL: a message names a queue whose idle workers fetch now
 
 -- a task of q starts: active, leased until expiry, its row appended to out (see take). f, o: when the caller read
 -- them already (with its msg), the task's pending_since and limit_wait are f[o + 1] and f[o + 2]; else (f nil)
@@ -181,6 +182,12 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
         limits_lib().block(lp, key, id, m, at)
         blocked = blocked + 1
         if blocked >= MAX_BLOCKED then
+          -- more tasks may be behind them (a burst of a limited type): the queue's idle workers, this one too,
+          -- are woken (asynqpy/subscriber.py) so that the next call comes now; else it came at the next idle poll,
+          -- and a task of another type behind a long stretch of limited ones waited a poll per MAX_BLOCKED
+          if redis.call("LLEN", q.pending) > 0 then
+            redis.call("PUBLISH", WAKE_CHANNEL, string.sub(q.pending, 8, -10))
+          end
           return n, true
         end
       else
