@@ -153,3 +153,23 @@ def test_a_waiting_task_deleted_or_archived_leaves_its_wait_list_and_the_queue_s
     c.enqueue(Task("other", b""))  # the queue holds t0 and t1 (and the archived t3): room for one more
     insp.delete_task("default", "t1")
     assert not r.exists(wl) and r.zcard(keys.limit_waiting("default")) == 0
+
+
+def test_a_queue_whose_tasks_wait_on_a_limit_is_not_empty_and_force_deletes_them(redis_url: str,
+                                                                                 r: redis.Redis) -> None:
+    from asynqpy.errors import QueueNotEmptyError
+    c = Client(redis_url)
+    for i in range(8):
+        c.enqueue(Task("email:x", b"", headers={"tenant": "ab"[i % 2]}), task_id=f"t{i}")
+    insp = Inspector(redis_url, chunk=2)
+    insp.set_limit(Limit("email:*", concurrency=1, key="header.tenant"))
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))  # t0, t1 run
+    SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
+    with pytest.raises(QueueNotEmptyError):
+        insp.delete_queue("default")  # its 6 tasks wait on the limit: out of pending, but there
+    insp.delete_queue("default", force=True)  # in chunks of 2
+    assert not [k for k in r.scan_iter(match="asynq:{default}:t:*")]
+    assert not r.exists(keys.limit_waiting("default"), "asynqpy:{default}:lwaitn")
+    Client(redis_url).enqueue(Task("new", b""), task_id="n")  # the name used again: none of them comes back
+    rows = SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+    assert [tid for tid, _, _ in rows] == ["n"]
