@@ -235,3 +235,21 @@ def test_a_call_that_held_back_max_blocked_tasks_wakes_the_queues_workers_for_th
     assert types_of(r, dequeue(r)) == ["free"]  # the last 49 limited ones, then the free one
     assert sub.get_message(timeout=0.2) is None  # nothing more behind: no wake
     sub.close()
+
+
+def test_a_task_handed_off_does_not_overtake_those_waiting_on_its_partition(redis_url: str, r: redis.Redis) -> None:
+    set_limit(r, Limit("sync", rate=2, burst=1), queues=["default"])
+    c = Client(redis_url)
+
+    def idle_worker(name: str) -> None:
+        r.zadd(keys.waiters("default"), {name: time.time() + 30})
+
+    idle_worker("w0")
+    c.enqueue(Task("sync", b""), task_id="t0")  # takes the token: handed to w0
+    idle_worker("w1")
+    c.enqueue(Task("sync", b""), task_id="t1")  # no token: waits
+    r.hset(keys.limit_bucket("default", "sync", ""), "tokens", "1")  # the next token came
+    c.enqueue(Task("sync", b""), task_id="t2")  # w1 is idle: t2 must not take t1's token
+    assert r.llen(keys.handoff("default", "w1")) == 0
+    assert r.lrange(keys.limit_wait_list("default", "sync\n"), 0, -1) == [b"t2", b"t1"]
+    assert dequeue(r) == ["t1"]  # the oldest first

@@ -327,6 +327,19 @@ local function limits_lib()
     return nil
   end
 
+  -- the first limit of matched that has tasks of the same partition waiting already, nil when none: a task handed to
+  -- an idle worker (_handoff.lua) goes behind them rather than take the slot or token they wait for (else, with
+  -- tasks coming at the rate of the limit or faster, each new one took the next token and the waiting ones never
+  -- started)
+  local function queued(lp, matched)
+    for _, m in ipairs(matched) do
+      if redis.call("ZSCORE", lp .. "lwaiting", m.l.name .. "\n" .. m.part) then
+        return m
+      end
+    end
+    return nil
+  end
+
   -- the task waits on limit m (it is in no list of asynq's now; its state stays pending, limit_wait says why)
   local function block(lp, task_key, id, m, again)
     local member = m.l.name .. "\n" .. m.part
@@ -343,6 +356,6 @@ local function limits_lib()
     redis.call("DECR", lp .. "lwaitn")
   end
 
-  limits_made = {limits_of = limits_of, admit = admit, block = block, unwait = unwait}
+  limits_made = {limits_of = limits_of, admit = admit, queued = queued, block = block, unwait = unwait}
   return limits_made
 end
