@@ -253,3 +253,16 @@ def test_a_task_handed_off_does_not_overtake_those_waiting_on_its_partition(redi
     assert r.llen(keys.handoff("default", "w1")) == 0
     assert r.lrange(keys.limit_wait_list("default", "sync\n"), 0, -1) == [b"t2", b"t1"]
     assert dequeue(r) == ["t1"]  # the oldest first
+
+
+def test_a_slot_zset_holds_about_the_running_tasks_not_all_those_started(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    c.enqueue_many([Task("sync", b"") for _ in range(600)])
+    set_limit(r, Limit("sync", concurrency=100_000))  # never full: the fetch's full-limit pruning never runs
+    run = SyncRunner(r)
+    for _ in range(30):
+        rows = run.run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=20))
+        run.run(broker.done("default", [(tid, "") for tid, _, _ in rows], now=time.time()))
+    assert r.llen(keys.pending("default")) == 0
+    # 600 started and finished; their entries leave as later ones are taken (about twice the 20 running stay)
+    assert r.zcard(keys.limit_slots("default", "sync", "")) < 150

@@ -299,6 +299,23 @@ local function limits_lib()
     return true
   end
 
+  -- two entries of a slot zset, drawn at random, leave it when their task no longer holds its lease (finished,
+  -- or its worker died), as in room(); a live one is scored with its lease now. Called as a slot is taken (one
+  -- entry in, two looked at), so the zset holds about twice the running tasks, not every task started since
+  -- the limit was last full: with a large concurrency (50000), that many finished entries piled up, and the
+  -- fetch that found the limit full pruned them all in one script call (120 ms with Redis blocked). (At random:
+  -- the oldest by score would stall on a long-running holder, and equal scores sort by id.)
+  local function trim(slots, lease, now_ms)
+    for _, id in ipairs(redis.call("ZRANDMEMBER", slots, 2)) do
+      local s = tonumber(redis.call("ZSCORE", lease, id))
+      if not s or s * 1000 <= now_ms then
+        redis.call("ZREM", slots, id)
+      else
+        redis.call("ZADD", slots, s, id)
+      end
+    end
+  end
+
   -- admit: room under every limit, then take a slot and a token of each. Returns nil when the task may start,
   -- else the limit it waits for and when to look again
   local function admit(lp, lease, matched, id, now_ms, lease_expiry)
@@ -310,7 +327,9 @@ local function limits_lib()
     end
     for _, m in ipairs(matched) do
       if m.l.conc > 0 then
-        redis.call("ZADD", slot_key(lp, m), lease_expiry, id)
+        local slots = slot_key(lp, m)
+        trim(slots, lease, now_ms)
+        redis.call("ZADD", slots, lease_expiry, id)
       end
       if m.l.rate > 0 then
         local b = bucket_key(lp, m)
