@@ -266,3 +266,15 @@ def test_a_slot_zset_holds_about_the_running_tasks_not_all_those_started(redis_u
     assert r.llen(keys.pending("default")) == 0
     # 600 started and finished; their entries leave as later ones are taken (about twice the 20 running stay)
     assert r.zcard(keys.limit_slots("default", "sync", "")) < 150
+
+
+def test_tasks_left_waiting_on_a_queue_without_limits_start(redis_url: str, r: redis.Redis) -> None:
+    from asynqpy.rdb.flow import apply_defaults
+    c = Client(redis_url)
+    for i in range(3):
+        c.enqueue(Task("email:x", b""), task_id=f"t{i}")
+    set_limit(r, Limit("email:*", concurrency=1))
+    assert dequeue(r) == ["t0"]  # t1 and t2 wait
+    r.hdel(keys.LIMITS, "email:*")  # a `limit rm` cut short after its first step (the fleet's copy)
+    apply_defaults(r, [], ["default"])  # a server starts: the queue's copy becomes the fleet's (none); no release
+    assert sorted(dequeue(r)) == ["t1", "t2"]  # not stuck out of pending with nothing looking at them

@@ -26,16 +26,19 @@
 
 -- the queue's limits as one script call sees them: nil when the queue has none, else a cache filled as tasks
 -- come: byname (name -> {name, raw, pat?}), types (type -> its limits), all (every limit, read only when a type
--- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both: no
--- task waits without limits (a limit removed sends its tasks back first), so 1 means limits and none waiting.
+-- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both, the
+-- limits counted twice (EXISTS counts a key as often as it is named): 2 or 3 with limits, odd with tasks
+-- waiting. Tasks may wait on a queue left without limits (a limit removed from its copy by a step that did not
+-- send them back: a server's start copying the fleet's limits, a `limit rm` cut short): the wait lists are
+-- looked at then too, so they start (they fall under no limit) rather than wait forever out of pending.
 -- Read once per script call (an enqueue_many hands off many tasks; no script here writes the limits), so
--- waiting is as it was at the first call (only dequeue.lua reads it, once).
+-- waiting is as it was at the first call.
 local loaded = {}
 local function load_limits(lp)
   local list = loaded[lp]
   if list == nil then
-    local n = redis.call("EXISTS", lp .. "limits", lp .. "lwaiting")
-    list = n > 0 and {lp = lp, byname = {}, types = {}, waiting = n == 2}
+    local n = redis.call("EXISTS", lp .. "limits", lp .. "limits", lp .. "lwaiting")
+    list = n > 0 and {lp = lp, byname = {}, types = {}, waiting = n % 2 == 1}
     loaded[lp] = list
   end
   return list or nil
