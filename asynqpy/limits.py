@@ -8,6 +8,7 @@ Only asynqpy workers obey limits; Go asynq workers do not read them.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ def parse_rate(text: str) -> float:
         raise InvalidArgumentError(f"rate {text!r}: expected a number per s, m or h, such as 100/s or 600/m")
     if float(m.group(1)) <= 0:
         raise InvalidArgumentError(f"rate {text!r}: must be above 0 (for no rate limit, leave --rate out)")
+    if not math.isfinite(float(m.group(1))):
+        raise InvalidArgumentError(f"rate {text!r}: too large a number")
     return float(m.group(1)) / _PER[m.group(2)]
 
 
@@ -52,6 +55,12 @@ class Limit:
     def __post_init__(self) -> None:
         if not _PATTERN.match(self.pattern):
             raise InvalidArgumentError(f"limit pattern {self.pattern!r}: use letters, digits, _ . : - and *")
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
+            raise InvalidArgumentError(f"limit {self.pattern}: concurrency must be a whole number, got "
+                                       f"{self.concurrency!r}")
+        for name, x in (("rate", self.rate), ("burst", self.burst)):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise InvalidArgumentError(f"limit {self.pattern}: {name} must be a finite number, got {x!r}")
         if self.concurrency < 0 or self.rate < 0 or self.burst < 0:
             raise InvalidArgumentError("limit: concurrency, rate and burst cannot be negative")
         if not self.concurrency and not self.rate:

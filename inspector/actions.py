@@ -34,6 +34,7 @@ log = logging.getLogger("asynqpy.inspector")
 
 DEFAULT_CHUNK = 250
 MAX_QUEUE_DELETE_ROUNDS = 20
+MAX_WAITING_DELETE_CALLS = 100_000  # delete_queue's calls that each delete a chunk of the tasks waiting on a limit
 RUNNABLE = (TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED, TaskState.AGGREGATING)
 ARCHIVABLE = (TaskState.PENDING, TaskState.SCHEDULED, TaskState.RETRY, TaskState.AGGREGATING)
 DELETABLE = (TaskState.PENDING, TaskState.SCHEDULED, TaskState.RETRY, TaskState.ARCHIVED, TaskState.COMPLETED,
@@ -237,9 +238,9 @@ def cancel(ctx: Ctx, task_id: str) -> int:
 def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
     """Remove a queue: its tasks (all of them with force), its structures and its registration.
 
-    Without force a queue holding pending, active, scheduled, retry, archived or aggregating tasks is kept
-    (QueueNotEmptyError); completed tasks are deleted with it. With force only active tasks keep it
-    (FailedPreconditionError). Stats and the paused flag stay, as in asynq. Raises QueueNotFoundError.
+    Without force a queue holding pending (waiting on a limit too), active, scheduled, retry, archived or
+    aggregating tasks is kept (QueueNotEmptyError); completed tasks are deleted with it. With force only active
+    tasks keep it (FailedPreconditionError). Stats and the paused flag stay, as in asynq. Raises QueueNotFoundError.
     """
     check_queue_name(q)
     ctx.require_queue(q)
@@ -248,6 +249,10 @@ def delete_queue(ctx: Ctx, q: str, *, force: bool, chunk: int) -> None:
                 ["1" if force else "0", keys.task_prefix(q), keys.group_prefix(q), chunk], int)
     for _ in range(MAX_QUEUE_DELETE_ROUNDS):
         code = ctx.run(call)
+        for _ in range(MAX_WAITING_DELETE_CALLS):  # (force) the tasks waiting on a limit, a chunk per call
+            if code != -4:
+                break
+            code = ctx.run(call)
         if code == 1:
             ctx.command("SREM", keys.QUEUES, q)
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from asynqpy.limits import Limit
-from asynqpy.rdb import keys
+from asynqpy.rdb import flow, keys
 from asynqpy.rdb.broker import ARCHIVE_MAX_SIZE
 from asynqpy.rdb.clock import WARN_OFFSET, describe
 from asynqpy.task import TaskState
@@ -168,7 +168,7 @@ def _limited(ctx: Ctx, q: str, task_id: str, name: str, now: float) -> list[Find
             part = member[len(name) + 1:]
     use = []
     if lim.concurrency:
-        running = int(ctx.command("ZCOUNT", keys.limit_slots(q, name, part), now, "+inf"))
+        running = flow.holding(ctx.command, q, keys.limit_slots(q, name, part), now)
         use.append(f"{running}/{lim.concurrency} running")
     if lim.rate:
         use.append(f"rate {lim.rate:g}/s")

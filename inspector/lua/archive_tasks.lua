@@ -5,6 +5,8 @@
 -- ARGV[4] max archive size   ARGV[5..] task ids
 -- returns one code per id: 1 archived, 0 no such task, -1 already archived, -2 active
 -- #include _detach.lua
+-- #include _limits.lua
+-- #include _leave_wait.lua
 -- #include _archive.lua
 local codes = {}
 for i = 5, #ARGV do
@@ -18,10 +20,15 @@ for i = 5, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -2
   else
+    if state == "pending" then
+      leave_wait(ARGV[1], key, id)  -- (when it waits on a limit)
+    end
     detach(ARGV[1], KEYS[1], KEYS[3], id, state, group)
     redis.call("ZADD", KEYS[2], ARGV[2], id)
     redis.call("HSET", key, "state", "archived")
-    redis.call("HDEL", key, "pending_since")
+    -- limit_wait too: a task archived while it waited on a limit (in the limit's wait list, not in pending) stops
+    -- waiting, so that the dequeue drops its stale wait-list entry; else, run again, it would start twice
+    redis.call("HDEL", key, "pending_since", "limit_wait")
     codes[#codes + 1] = 1
   end
 end

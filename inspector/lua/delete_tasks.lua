@@ -3,6 +3,8 @@
 -- ARGV[1] queue key prefix asynq:{q}:   ARGV[2..] task ids
 -- returns one code per id: 1 deleted, 0 no such task, -1 active
 -- #include _detach.lua
+-- #include _limits.lua
+-- #include _leave_wait.lua
 local codes = {}
 for i = 2, #ARGV do
   local id = ARGV[i]
@@ -13,6 +15,9 @@ for i = 2, #ARGV do
   elseif state == "active" then
     codes[#codes + 1] = -1
   else
+    if state == "pending" then
+      leave_wait(ARGV[1], key, id)  -- (when it waits on a limit)
+    end
     detach(ARGV[1], KEYS[1], KEYS[2], id, state, group)
     if ukey and redis.call("GET", ukey) == id then redis.call("DEL", ukey) end
     redis.call("DEL", key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 
@@ -107,3 +108,12 @@ def test_tasks_waiting_on_a_limit_count_toward_the_size(redis_url: str, r: redis
         c.enqueue(Task("free", b""), queue="billing")
     remove_limit(r, "email:*")
     assert r.get("asynqpy:{billing}:lwaitn") == b"0" and r.llen(keys.pending("billing")) == 2
+
+
+def test_a_queue_limit_that_is_not_a_whole_size_or_a_finite_age_is_refused(redis_url: str, r: redis.Redis) -> None:
+    Client(redis_url).enqueue(Task("a", b""))
+    for bad in [dict(max_size=2.5), dict(max_size=True), dict(max_size=math.inf), dict(max_latency=math.inf),
+                dict(max_latency=True)]:
+        with pytest.raises(InvalidArgumentError):
+            set_queue_limit(r, "default", **bad)  # type: ignore[arg-type]
+    assert queue_limit(r, "default").max_size is None  # nothing stored: it would break `asynqpy queue limit`

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from asynqpy import Client, Limit, Task
-from asynqpy.rdb import broker
+from asynqpy.rdb import broker, keys
 from asynqpy.rdb.sync_runner import SyncRunner
 from inspector.api import Inspector
 from inspector.cli import main
@@ -103,3 +103,73 @@ def test_a_go_server_on_a_limited_queue_is_warned_about(capsys: pytest.CaptureFi
     waiting = r.lindex("asynqpy:{default}:lwait:email:*\n", 0).decode()
     out = cli(capsys, redis_url, "task", "explain", "default", waiting)[1]
     assert "Go workers do not obey asynqpy's limits" in out
+
+
+def test_a_waiting_task_archived_then_run_again_starts_once(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(4):
+        c.enqueue(Task("email:x", b""), task_id=f"t{i}")
+    insp = Inspector(redis_url)
+    insp.set_limit(Limit("email:*", concurrency=2))
+
+    def dequeue() -> list[str]:
+        rows = SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+        return [tid for tid, _, _ in rows]
+
+    assert dequeue() == ["t0", "t1"]  # t2 and t3 wait on the limit
+    insp.archive_task("default", "t3")
+    insp.run_task("default", "t3")  # back to pending
+    SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
+    insp.set_limit(Limit("email:*", concurrency=5))
+    assert sorted(dequeue()) == ["t2", "t3"]  # t3 once, not from its stale wait-list entry and from pending too
+    assert sorted(r.lrange(keys.active("default"), 0, -1)) == [b"t2", b"t3"]
+
+
+def test_explain_of_a_waiting_task_counts_only_the_running_holders(redis_url: str, r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(3):
+        c.enqueue(Task("email:x", b""), task_id=f"t{i}")
+    insp = Inspector(redis_url)
+    insp.set_limit(Limit("email:*", concurrency=2))
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+    assert "(2/2 running)" in str(insp.explain("default", "t2"))
+    SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
+    assert "(0/2 running)" in str(insp.explain("default", "t2"))  # they finished: the next fetch starts t2
+
+
+def test_a_waiting_task_deleted_or_archived_leaves_its_wait_list_and_the_queue_size(redis_url: str,
+                                                                                   r: redis.Redis) -> None:
+    c = Client(redis_url)
+    for i in range(4):
+        c.enqueue(Task("email:x", b"", headers={"tenant": "a"}), task_id=f"t{i}")
+    insp = Inspector(redis_url)
+    insp.set_limit(Limit("email:*", concurrency=1, key="header.tenant"))
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))  # t0 runs
+    insp.set_queue_limit("default", max_size=3)
+    insp.delete_task("default", "t2")  # in the middle of its wait list: no fetch would find it there soon
+    insp.archive_task("default", "t3")
+    wl = keys.limit_wait_list("default", "email:*\na")
+    assert r.lrange(wl, 0, -1) == [b"t1"] and r.get("asynqpy:{default}:lwaitn") == b"1"
+    c.enqueue(Task("other", b""))  # the queue holds t0 and t1 (and the archived t3): room for one more
+    insp.delete_task("default", "t1")
+    assert not r.exists(wl) and r.zcard(keys.limit_waiting("default")) == 0
+
+
+def test_a_queue_whose_tasks_wait_on_a_limit_is_not_empty_and_force_deletes_them(redis_url: str,
+                                                                                 r: redis.Redis) -> None:
+    from asynqpy.errors import QueueNotEmptyError
+    c = Client(redis_url)
+    for i in range(8):
+        c.enqueue(Task("email:x", b"", headers={"tenant": "ab"[i % 2]}), task_id=f"t{i}")
+    insp = Inspector(redis_url, chunk=2)
+    insp.set_limit(Limit("email:*", concurrency=1, key="header.tenant"))
+    SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))  # t0, t1 run
+    SyncRunner(r).run(broker.done("default", [("t0", ""), ("t1", "")], now=time.time()))
+    with pytest.raises(QueueNotEmptyError):
+        insp.delete_queue("default")  # its 6 tasks wait on the limit: out of pending, but there
+    insp.delete_queue("default", force=True)  # in chunks of 2
+    assert not [k for k in r.scan_iter(match="asynq:{default}:t:*")]
+    assert not r.exists(keys.limit_waiting("default"), "asynqpy:{default}:lwaitn")
+    Client(redis_url).enqueue(Task("new", b""), task_id="n")  # the name used again: none of them comes back
+    rows = SyncRunner(r).run(broker.dequeue_timed("default", lease_expiry=time.time() + 30, count=10))
+    assert [tid for tid, _, _ in rows] == ["n"]

@@ -21,6 +21,8 @@
 -- and a pending task over its limit goes to that limit's wait list instead of starting (at most
 -- MAX_BLOCKED of them per call, to bound the script's time).
 local MAX_BLOCKED = 100
+local WAIT_SCAN = 20  -- partitions with waiting tasks looked at per call
+local WAKE_CHANNEL = "asynqpy:wake"  -- keys.WAKE_CHANNEL: a message names a queue whose idle workers fetch now
 
 -- a task of q starts: active, leased until expiry, its row appended to out (see take). f, o: when the caller read
 -- them already (with its msg), the task's pending_since and limit_wait are f[o + 1] and f[o + 2]; else (f nil)
@@ -99,13 +101,20 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
 
   if list and list.waiting then
     local lib = limits_lib()
-    -- the waiting tasks first, the partitions to look at again soonest first
-    for _, member in ipairs(redis.call("ZRANGE", lp .. "lwaiting", 0, 19)) do
+    -- the waiting tasks first, the partitions to look at again soonest first, WAIT_SCAN of them. With more, one
+    -- that stays blocked goes behind the first one not looked at (its score: when to look again, at the
+    -- earliest), so the next fetch looks at the others: a freed slot frees nothing in the score (a finished task
+    -- tells no one), so else the same WAIT_SCAN blocked partitions would be the only ones looked at while their
+    -- holders run, and a partition further on with room would not start
+    local scan = redis.call("ZRANGE", lp .. "lwaiting", 0, WAIT_SCAN, "WITHSCORES")
+    local behind = scan[2 * WAIT_SCAN + 2] and tonumber(scan[2 * WAIT_SCAN + 2]) + 0.001
+    for i = 1, math.min(#scan, 2 * WAIT_SCAN), 2 do
+      local member = scan[i]
       if n >= max then
         break
       end
       local wl = lp .. "lwait:" .. member
-      local again
+      local again, blocked_here
       while n < max do
         local id = redis.call("LINDEX", wl, -1)
         if not id then
@@ -126,7 +135,7 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
             start(q, id, key, msg, expiry, with_since, with_wait, tag, out)
             n = n + 1
           elseif m.l.name .. "\n" .. m.part == member then
-            again = at
+            again, blocked_here = at, true
             break
           else
             lib.unwait(lp, wl)  -- waits for another limit now
@@ -136,6 +145,8 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
       end
       if redis.call("LLEN", wl) == 0 then
         redis.call("ZREM", lp .. "lwaiting", member)
+      elseif behind and blocked_here and not (again and again > behind) then
+        redis.call("ZADD", lp .. "lwaiting", behind, member)
       elseif again then
         redis.call("ZADD", lp .. "lwaiting", again, member)
       end
@@ -171,6 +182,12 @@ local function take(q, max, expiry, with_since, with_wait, tag, out)
         limits_lib().block(lp, key, id, m, at)
         blocked = blocked + 1
         if blocked >= MAX_BLOCKED then
+          -- more tasks may be behind them (a burst of a limited type): the queue's idle workers, this one too,
+          -- are woken (asynqpy/subscriber.py) so that the next call comes now; else it came at the next idle poll,
+          -- and a task of another type behind a long stretch of limited ones waited a poll per MAX_BLOCKED
+          if redis.call("LLEN", q.pending) > 0 then
+            redis.call("PUBLISH", WAKE_CHANNEL, string.sub(q.pending, 8, -10))
+          end
           return n, true
         end
       else

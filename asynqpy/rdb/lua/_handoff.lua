@@ -79,7 +79,13 @@ local function handoff(waiters, paused, pending, active, lease, now, lease_expir
     local m, again
     if list then
       local lib = limits_lib()
-      m, again = lib.admit(lp, lease, lib.limits_of(list, msg), id, math.floor(tonumber(now) * 1000), lease_expiry)
+      local matched = lib.limits_of(list, msg)
+      -- behind the tasks waiting on its partition (then at once: score 0, and the caller wakes idle workers, whose
+      -- fetch starts the oldest of them when there is room)
+      m = list.waiting and lib.queued(lp, matched)
+      if not m then
+        m, again = lib.admit(lp, lease, matched, id, math.floor(tonumber(now) * 1000), lease_expiry)
+      end
     end
     if not m then
       break

@@ -26,16 +26,19 @@
 
 -- the queue's limits as one script call sees them: nil when the queue has none, else a cache filled as tasks
 -- come: byname (name -> {name, raw, pat?}), types (type -> its limits), all (every limit, read only when a type
--- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both: no
--- task waits without limits (a limit removed sends its tasks back first), so 1 means limits and none waiting.
+-- missing from the index comes), waiting (true when some task waits on a limit). One EXISTS tells both, the
+-- limits counted twice (EXISTS counts a key as often as it is named): 2 or 3 with limits, odd with tasks
+-- waiting. Tasks may wait on a queue left without limits (a limit removed from its copy by a step that did not
+-- send them back: a server's start copying the fleet's limits, a `limit rm` cut short): the wait lists are
+-- looked at then too, so they start (they fall under no limit) rather than wait forever out of pending.
 -- Read once per script call (an enqueue_many hands off many tasks; no script here writes the limits), so
--- waiting is as it was at the first call (only dequeue.lua reads it, once).
+-- waiting is as it was at the first call.
 local loaded = {}
 local function load_limits(lp)
   local list = loaded[lp]
   if list == nil then
-    local n = redis.call("EXISTS", lp .. "limits", lp .. "lwaiting")
-    list = n > 0 and {lp = lp, byname = {}, types = {}, waiting = n == 2}
+    local n = redis.call("EXISTS", lp .. "limits", lp .. "limits", lp .. "lwaiting")
+    list = n > 0 and {lp = lp, byname = {}, types = {}, waiting = n % 2 == 1}
     loaded[lp] = list
   end
   return list or nil
@@ -299,6 +302,23 @@ local function limits_lib()
     return true
   end
 
+  -- two entries of a slot zset, drawn at random, leave it when their task no longer holds its lease (finished,
+  -- or its worker died), as in room(); a live one is scored with its lease now. Called as a slot is taken (one
+  -- entry in, two looked at), so the zset holds about twice the running tasks, not every task started since
+  -- the limit was last full: with a large concurrency (50000), that many finished entries piled up, and the
+  -- fetch that found the limit full pruned them all in one script call (120 ms with Redis blocked). (At random:
+  -- the oldest by score would stall on a long-running holder, and equal scores sort by id.)
+  local function trim(slots, lease, now_ms)
+    for _, id in ipairs(redis.call("ZRANDMEMBER", slots, 2)) do
+      local s = tonumber(redis.call("ZSCORE", lease, id))
+      if not s or s * 1000 <= now_ms then
+        redis.call("ZREM", slots, id)
+      else
+        redis.call("ZADD", slots, s, id)
+      end
+    end
+  end
+
   -- admit: room under every limit, then take a slot and a token of each. Returns nil when the task may start,
   -- else the limit it waits for and when to look again
   local function admit(lp, lease, matched, id, now_ms, lease_expiry)
@@ -310,12 +330,33 @@ local function limits_lib()
     end
     for _, m in ipairs(matched) do
       if m.l.conc > 0 then
-        redis.call("ZADD", slot_key(lp, m), lease_expiry, id)
+        local slots = slot_key(lp, m)
+        trim(slots, lease, now_ms)
+        redis.call("ZADD", slots, lease_expiry, id)
       end
       if m.l.rate > 0 then
         local b = bucket_key(lp, m)
         redis.call("HSET", b, "tokens", tostring(m.tokens - 1), "ms", tostring(now_ms))
-        redis.call("PEXPIRE", b, math.ceil(m.l.burst * 1000 / m.l.rate) + 60000)
+        -- (bounded: a huge burst over a tiny rate, or a limit not written by limits.py, must not fail the
+        -- whole dequeue with "value is not an integer or out of range"; nan fails the test too)
+        local ttl = math.ceil(m.l.burst * 1000 / m.l.rate) + 60000
+        if not (ttl < 1e15) then
+          ttl = 1e15
+        end
+        redis.call("PEXPIRE", b, ttl)
+      end
+    end
+    return nil
+  end
+
+  -- the first limit of matched that has tasks of the same partition waiting already, nil when none: a task handed to
+  -- an idle worker (_handoff.lua) goes behind them rather than take the slot or token they wait for (else, with
+  -- tasks coming at the rate of the limit or faster, each new one took the next token and the waiting ones never
+  -- started)
+  local function queued(lp, matched)
+    for _, m in ipairs(matched) do
+      if redis.call("ZSCORE", lp .. "lwaiting", m.l.name .. "\n" .. m.part) then
+        return m
       end
     end
     return nil
@@ -337,6 +378,6 @@ local function limits_lib()
     redis.call("DECR", lp .. "lwaitn")
   end
 
-  limits_made = {limits_of = limits_of, admit = admit, block = block, unwait = unwait}
+  limits_made = {limits_of = limits_of, admit = admit, queued = queued, block = block, unwait = unwait}
   return limits_made
 end
