@@ -136,10 +136,21 @@ def test_the_aggregators_task_is_not_refused(redis_url: str, r: redis.Redis) -> 
     assert queue_limit(r, Q).refused == 0
 
 
+def _drain_when_full(r: redis.Redis, size: int) -> None:
+    """Empty the queue 0.3 s after it holds size tasks: a worker draining it. (Not a timer from the start: a
+    client's start can take 0.3 s on a loaded machine, and the queue emptied before the first tasks came would stay
+    full for good.)"""
+    deadline = time.monotonic() + 10
+    while r.llen(keys.pending(Q)) < size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    r.delete(keys.pending(Q))
+
+
 def test_enqueue_many_block_sends_the_refused_tasks_again_until_room(redis_url: str, r: redis.Redis) -> None:
     set_queue_limit(r, Q, max_size=2)
     c = Client(redis_url)
-    threading.Timer(0.3, lambda: r.delete(keys.pending(Q))).start()  # a worker drains the first two
+    threading.Thread(target=_drain_when_full, args=(r, 2)).start()  # a worker drains the first two
     t0 = time.monotonic()
     out = c.enqueue_many([Task("t", str(i).encode()) for i in range(4)], queue=Q, block=5)
     assert not [o for o in out if isinstance(o, Exception)] and time.monotonic() - t0 >= 0.25
@@ -161,8 +172,9 @@ def test_async_enqueue_many_block_awaits_room(redis_url: str, r: redis.Redis) ->
                 await asyncio.sleep(0.01)
         async with AsyncClient(redis_url) as c:
             t = asyncio.create_task(ticker())
-            asyncio.get_running_loop().call_later(0.3, lambda: r.delete(keys.pending(Q)))
+            room = asyncio.create_task(asyncio.to_thread(_drain_when_full, r, 2))
             out = await c.enqueue_many([Task("t", str(i).encode()) for i in range(3)], queue=Q, block=5)
+            await room
             t.cancel()
             return out, ticks
     out, ticks = asyncio.run(go())
