@@ -1,7 +1,8 @@
 """Periodic tasks: Scheduler (cron specs with time zones, any number of replicas, each tick enqueued once)
 and PeriodicTaskManager (entries from a provider such as a YAML file, changed without a restart)."""
 
-from asynqpy.scheduler.core import Clock, EntryInfo, Scheduler, SystemClock
+from asynqpy.scheduler.clocks import Clock, SystemClock
+from asynqpy.scheduler.core import EntryInfo, Scheduler
 from asynqpy.scheduler.manager import (
     ConfigError,
     ConfigProvider,

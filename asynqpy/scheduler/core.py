@@ -21,9 +21,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import redis.asyncio as aredis
 
@@ -37,6 +37,7 @@ from asynqpy.rdb import clock as redis_clock
 from asynqpy.rdb.async_runner import AsyncRunner
 from asynqpy.rdb.failures import Degraded, TroubleLog
 from asynqpy.rdb.ping import ping
+from asynqpy.scheduler.clocks import Clock, ClockWatch, RedisClock
 from asynqpy.scheduler.entries import Entry, encode_entry, make_entry, resolve
 from asynqpy.task import Task
 from asynqpy.wire import SchedulerEnqueueEvent, SchedulerEntry, timestamp
@@ -56,45 +57,6 @@ RETRY_AFTER = 1.0  # seconds before a tick that met a Redis error is tried again
 # does not answer (frozen, a partition): without it, a stop would wait out the socket timeout twice.
 STOP_GRACE = 2.0
 EARLY_RETRY = 0.01  # seconds before a tick found early by Redis's clock (the offset was off) is tried again
-# The machine's clock counts as stepped (by an operator, NTP, a resumed VM) when it moved this many seconds more
-# or less than the monotonic clock between two readings: the offset to Redis is measured again at once, and the
-# heartbeat written, before any tick is judged due, late or skipped by the stepped clock.
-CLOCK_STEP = 1.0
-
-
-class Clock(Protocol):
-    """Where the scheduler reads the time (Unix seconds) and how it waits. Inject one in tests."""
-
-    def now(self) -> float: ...
-
-    def sleep(self, seconds: float) -> Awaitable[None]: ...
-
-
-class SystemClock:
-    """The machine's clock."""
-
-    def machine(self) -> float:
-        """This machine's clock (time.time()), which an operator or NTP may step either way."""
-        return time.time()
-
-    def now(self) -> float:
-        return self.machine()
-
-    def sleep(self, seconds: float) -> Awaitable[None]:
-        return asyncio.sleep(seconds)
-
-
-class RedisClock(SystemClock):
-    """The Redis server's clock, as this machine's plus the offset the scheduler measures at every heartbeat
-    (the default clock: ticks are judged by Redis's clock, whatever this machine's says)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def now(self) -> float:
-        return self.machine() + self.offset
-
-
 @dataclass(frozen=True)
 class EntryInfo:
     """A registered entry as the scheduler sees it: next and previous ticks are Unix seconds or None."""
@@ -147,9 +109,7 @@ class Scheduler:
         self._stop_requested: asyncio.Event | None = None
         self._stopping = False
         self._changed = True
-        self._last_read: tuple[float, float] | None = None  # the machine's and the monotonic clock, read together
-        self._read_mono: float | None = None  # the monotonic clock at the last _read() (None: an injected clock)
-        self._stepped = False  # the machine's clock was stepped and Redis's has not been read since
+        self._watch = ClockWatch()  # reads self.clock, noticing steps of the machine's clock
         self.failures = 0  # enqueue attempts that failed (Redis errors, refused enqueues)
         self.refused = 0  # ticks refused by their queue's backpressure limit (QueueFullError; among failures)
         self._refusals: dict[str, int] = {}  # entry id -> ticks refused in a row (logged at the first, then rarely)
@@ -276,7 +236,7 @@ class Scheduler:
         assert self._wake is not None
         await ping(conn, url)
         await self._sync_clock(runner)
-        self._last_read, self._stepped = None, False
+        self._watch.reset()
         now = self._read()
         for e in self._snapshot():
             await self._start_entry(runner, e, now)
@@ -285,24 +245,21 @@ class Scheduler:
         while not self._stopping and not (until and until()):
             self._wake.clear()
             now = self._read()
-            if self._stepped:  # no tick is judged by a stepped clock: Redis's is read again first
+            if self._watch.stepped:  # no tick is judged by a stepped clock: Redis's is read again first
                 if not await self._sync_clock(runner):
                     await self._pause(RETRY_AFTER)
                     continue
-                self._stepped = False
+                self._watch.stepped = False
                 now = next_beat = self._read()  # the entries' times and expiry were written by the old clock
             if self._changed or now >= next_beat:
                 self._changed = False
                 await self._beat(runner, now)
                 now = self._read()  # the beat measured the offset again
                 next_beat = now + self.heartbeat_interval
-            if self._stepped:
+            if self._watch.stepped:
                 continue
             wake_at = min(await self._fire_due(runner, now), next_beat)
-            if self._read_mono is not None:  # by the monotonic clock, whatever happens to the machine's
-                delay = wake_at - now - (time.monotonic() - self._read_mono)
-            else:
-                delay = wake_at - self.clock.now()
+            delay = self._watch.until(wake_at, now, self.clock)
             if delay > 0 and not self._changed and not self._stopping:
                 await self._pause(delay)
 
@@ -418,23 +375,8 @@ class Scheduler:
         return "done"
 
     def _read(self) -> float:
-        """Now, by the scheduler's clock. The machine's clock (that SystemClock and RedisClock read) is read with
-        the monotonic clock: the loop sleeps by the latter (asyncio does), and when the two moved apart by more
-        than CLOCK_STEP since the last reading, the machine's clock was stepped (an operator, NTP, a resumed VM):
-        _stepped says so until Redis's clock is read again. Judged by the stepped clock, ticks would be skipped,
-        or held back, for as long as the step."""
-        if not isinstance(self.clock, SystemClock):
-            self._read_mono = None
-            return self.clock.now()
-        wall, mono = self.clock.machine(), time.monotonic()
-        if self._last_read is not None:
-            jump = (wall - self._last_read[0]) - (mono - self._last_read[1])
-            if abs(jump) > CLOCK_STEP:
-                log.warning("scheduler %s: this machine's clock was stepped by %+.1f s; reading Redis's clock again",
-                            self.id, jump)
-                self._stepped = True
-        self._last_read, self._read_mono = (wall, mono), mono
-        return wall + (self.clock.offset if isinstance(self.clock, RedisClock) else 0.0)
+        """Now, by the scheduler's clock (see ClockWatch.read)."""
+        return self._watch.read(self.clock, self.id)
 
     async def _sync_clock(self, runner: AsyncRunner) -> bool:
         """Measure this machine's clock against Redis's (when ticks are judged by Redis's clock); warn when

@@ -12,7 +12,7 @@ import redis
 
 from asynqpy import Task
 from asynqpy.scheduler import Scheduler
-from asynqpy.scheduler.core import RedisClock
+from asynqpy.scheduler.clocks import RedisClock
 
 from .clocks import wait_for
 
